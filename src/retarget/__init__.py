@@ -1,0 +1,27 @@
+"""retarget: retarget trained neural networks to new hardware.
+
+Public API
+- load(path, input_shapes=None) -> Graph        import an ONNX file
+- from_torch(module, example_input) -> Graph    import a PyTorch module (needs the torch extra)
+- run(graph, inputs, intermediates=False)        run on the NumPy reference executor
+"""
+from .errors import RetargetError
+from .ir import Graph, Node, TensorType, Value
+from .targets.cpu.reference import run_graph as run
+
+__version__ = "0.1.0"
+
+
+def load(path, input_shapes=None, simplify: bool = True):
+    """Import an ONNX model file as a Graph (simplified unless simplify=False)."""
+    from .frontend.onnx import load_onnx
+    return load_onnx(path, input_shapes=input_shapes, simplify=simplify)
+
+
+def from_torch(module, example_input, simplify: bool = True):
+    """Import a PyTorch module by exporting it to ONNX in memory."""
+    from .frontend.torch import from_torch as _from_torch
+    return _from_torch(module, example_input, simplify=simplify)
+
+
+__all__ = ["Graph", "Node", "TensorType", "Value", "RetargetError", "load", "from_torch", "run"]

@@ -1,0 +1,1 @@
+"""The VTA-style tensor accelerator: config, ISA, instruction-stream runtime, simulator."""

@@ -1,0 +1,163 @@
+"""VTA hardware configuration: a frozen dataclass of log2 sizes plus clock, bus and timing.
+
+Field names follow the published VTA config (LOG_* keys, lower-cased). Everything else in
+targets/vta derives widths and depths from here; nothing assumes the default 1x16 core.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+from ...errors import TargetError
+
+
+@dataclass(frozen=True, slots=True)
+class VTAConfig:
+    log_inp_width: int = 3      # int8 inputs
+    log_wgt_width: int = 3      # int8 weights
+    log_acc_width: int = 5      # int32 accumulators
+    log_batch: int = 0          # BATCH = 1
+    log_block_in: int = 4       # BLOCK_IN = 16
+    log_block_out: int = 4      # BLOCK_OUT = 16
+    log_uop_buff_size: int = 15   # bytes, log2
+    log_inp_buff_size: int = 15
+    log_wgt_buff_size: int = 18
+    log_acc_buff_size: int = 17
+    clock_mhz: float = 100.0
+    bus_bytes: int = 8          # memory bus width in bytes per cycle (pynq: 64-bit)
+    dram_bytes: int = 1 << 30   # size of the simulated DRAM
+    # Timing-model parameters (cycles); used by the cycle model, not by the behavioural simulator.
+    dma_latency: int = 64       # setup latency of one DMA request
+    gemm_pipeline: int = 5      # GEMM pipeline fill per instruction
+    alu_ii: int = 2             # tensor ALU initiation interval
+    alu_pipeline: int = 4       # ALU pipeline fill per instruction
+    insn_overhead: int = 2      # fixed cost to fetch/decode one instruction
+    cmd_queue_depth: int = 512  # depth of each module's command queue
+    name: str = "pynq"
+
+    def __post_init__(self):
+        validate(self)
+
+    # ---- derived sizes ---------------------------------------------------------------------
+    @property
+    def batch(self) -> int: return 1 << self.log_batch
+    @property
+    def block_in(self) -> int: return 1 << self.log_block_in
+    @property
+    def block_out(self) -> int: return 1 << self.log_block_out
+    @property
+    def inp_width(self) -> int: return 1 << self.log_inp_width
+    @property
+    def wgt_width(self) -> int: return 1 << self.log_wgt_width
+    @property
+    def acc_width(self) -> int: return 1 << self.log_acc_width
+    @property
+    def out_width(self) -> int: return self.inp_width
+    @property
+    def log_out_buff_size(self) -> int:
+        return self.log_acc_buff_size + self.log_inp_width - self.log_acc_width
+
+    # element sizes in bytes (one SRAM entry)
+    @property
+    def uop_elem_bytes(self) -> int: return 4
+    @property
+    def inp_elem_bytes(self) -> int: return self.batch * self.block_in * self.inp_width // 8
+    @property
+    def wgt_elem_bytes(self) -> int: return self.block_out * self.block_in * self.wgt_width // 8
+    @property
+    def acc_elem_bytes(self) -> int: return self.batch * self.block_out * self.acc_width // 8
+    @property
+    def out_elem_bytes(self) -> int: return self.batch * self.block_out * self.out_width // 8
+
+    # depths (number of entries)
+    @property
+    def uop_depth(self) -> int: return (1 << self.log_uop_buff_size) // self.uop_elem_bytes
+    @property
+    def inp_depth(self) -> int: return (1 << self.log_inp_buff_size) // self.inp_elem_bytes
+    @property
+    def wgt_depth(self) -> int: return (1 << self.log_wgt_buff_size) // self.wgt_elem_bytes
+    @property
+    def acc_depth(self) -> int: return (1 << self.log_acc_buff_size) // self.acc_elem_bytes
+    @property
+    def out_depth(self) -> int: return (1 << self.log_out_buff_size) // self.out_elem_bytes
+
+    @property
+    def peak_gops(self) -> float:
+        """2 ops per MAC, one BATCH x BLOCK_IN x BLOCK_OUT product per cycle."""
+        return 2 * self.batch * self.block_in * self.block_out * self.clock_mhz / 1e3
+
+    @property
+    def target_name(self) -> str:
+        """The published naming scheme, e.g. 1x16_i8w8a32_15_15_18_17."""
+        return (f"{self.batch}x{self.block_in}_i{self.inp_width}w{self.wgt_width}a{self.acc_width}"
+                f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}_{self.log_wgt_buff_size}"
+                f"_{self.log_acc_buff_size}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "VTAConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise TargetError(f"unknown VTA config field(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+    def with_(self, **changes) -> "VTAConfig":
+        return replace(self, **changes)
+
+
+def _log2_of(n: int) -> int:
+    return n.bit_length() - 1
+
+
+def validate(c: VTAConfig) -> None:
+    """Reject configs the hardware (or its ISA fields) cannot express, with the reason."""
+    def bad(msg):
+        raise TargetError(f"invalid VTA config {c.name!r}: {msg}")
+
+    if c.log_inp_width != 3 or c.log_wgt_width != 3:
+        bad("only 8-bit inputs and weights are supported (log_inp_width = log_wgt_width = 3)")
+    if c.log_acc_width != 5:
+        bad("only 32-bit accumulators are supported (log_acc_width = 5)")
+    for f in ("log_batch", "log_block_in", "log_block_out"):
+        if not 0 <= getattr(c, f) <= 8:
+            bad(f"{f}={getattr(c, f)} must be in 0..8")
+    for f, elem in (("log_uop_buff_size", c.uop_elem_bytes), ("log_inp_buff_size", c.inp_elem_bytes),
+                    ("log_wgt_buff_size", c.wgt_elem_bytes), ("log_acc_buff_size", c.acc_elem_bytes)):
+        if (1 << getattr(c, f)) < elem:
+            bad(f"{f}={getattr(c, f)} is smaller than one element ({elem} bytes)")
+    # The ISA's fields are fixed-width: buffers must be indexable by them (see isa.py).
+    if _log2_of(c.uop_depth) > 13:
+        bad(f"uop buffer depth {c.uop_depth} exceeds the 13-bit uop_bgn field (max 8192)")
+    if _log2_of(c.acc_depth) > 11 or _log2_of(c.inp_depth) > 11:
+        bad(f"acc depth {c.acc_depth} / inp depth {c.inp_depth} exceed the 11-bit micro-op "
+            "index fields (max 2048 entries)")
+    if _log2_of(c.wgt_depth) > 10:
+        bad(f"wgt buffer depth {c.wgt_depth} exceeds the 10-bit micro-op wgt field (max 1024)")
+    if max(c.inp_depth, c.wgt_depth, c.acc_depth, c.uop_depth, c.out_depth) > 1 << 16:
+        bad("a buffer is deeper than the 16-bit sram_base field can address")
+    if c.bus_bytes <= 0 or c.bus_bytes & (c.bus_bytes - 1):
+        bad(f"bus_bytes={c.bus_bytes} must be a power of two")
+    if c.clock_mhz <= 0:
+        bad("clock_mhz must be positive")
+
+
+# Presets. `pynq` is the default. The larger cores keep per-element depths within the ISA's
+# index fields by scaling the log buffer sizes with the block.
+PRESETS: dict[str, VTAConfig] = {
+    "pynq": VTAConfig(),
+    "ultra96": VTAConfig(clock_mhz=333.0, bus_bytes=16, name="ultra96"),
+    "1x32": VTAConfig(log_block_in=5, log_block_out=5, log_inp_buff_size=16,
+                      log_wgt_buff_size=20, log_acc_buff_size=18, name="1x32"),
+    "1x64": VTAConfig(log_block_in=6, log_block_out=6, log_inp_buff_size=17,
+                      log_wgt_buff_size=22, log_acc_buff_size=19, bus_bytes=16, name="1x64"),
+    "2x16": VTAConfig(log_batch=1, log_inp_buff_size=16, log_acc_buff_size=18, name="2x16"),
+}
+
+
+def preset(name: str) -> VTAConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise TargetError(f"unknown VTA preset {name!r}; known: {', '.join(PRESETS)}") from None
