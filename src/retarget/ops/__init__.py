@@ -1,5 +1,6 @@
 """One definition per op. Importing this package fills the table `OPS`."""
 from .registry import OPS, REQUIRED, OpDef, get_op, register, resolve_attrs
-from . import elementwise  # noqa: F401  (registers ops)
+# Each module registers its ops on import.
+from . import elementwise, tensor, reduce, nn, linalg, resize  # noqa: F401,E401
 
 __all__ = ["OPS", "REQUIRED", "OpDef", "get_op", "register", "resolve_attrs"]

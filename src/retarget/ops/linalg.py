@@ -1,0 +1,2 @@
+"""linalg ops (see registry.py for the conventions)."""
+from __future__ import annotations

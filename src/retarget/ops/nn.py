@@ -1,0 +1,2 @@
+"""nn ops (see registry.py for the conventions)."""
+from __future__ import annotations

@@ -1,0 +1,2 @@
+"""reduce ops (see registry.py for the conventions)."""
+from __future__ import annotations

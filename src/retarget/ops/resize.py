@@ -1,0 +1,2 @@
+"""resize ops (see registry.py for the conventions)."""
+from __future__ import annotations

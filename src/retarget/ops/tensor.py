@@ -1,0 +1,2 @@
+"""tensor ops (see registry.py for the conventions)."""
+from __future__ import annotations
