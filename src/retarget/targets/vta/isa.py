@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
+
+import numpy as np
+
+from ...errors import TargetError
 
 
 class Opcode(IntEnum):
@@ -124,3 +129,298 @@ class Uop:
     dst_idx: int
     src_idx: int
     wgt_idx: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary layout
+# ---------------------------------------------------------------------------------------------
+
+class IsaError(TargetError):
+    """A malformed instruction or micro-op word, or a value that does not fit its field."""
+
+
+# Widths fixed by the ISA whatever the config (the published hw_spec's MEMOP/LOOP widths).
+OPCODE_BITS = 3
+MEM_TYPE_BITS = 3
+SRAM_BASE_BITS = 16
+DRAM_BASE_BITS = 32
+SIZE_BITS = 16          # y_size, x_size
+STRIDE_BITS = 16
+PAD_BITS = 4
+ITER_BITS = 14          # iter_out, iter_in
+ALU_OP_BITS = 3
+IMM_BITS = 16
+
+INSN_BYTES = 16
+UOP_BYTES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One bit field: bits [lo + width - 1 : lo] of a 128-bit instruction or a 32-bit uop."""
+    name: str
+    lo: int
+    width: int
+
+    @property
+    def hi(self) -> int:
+        return self.lo + self.width - 1
+
+    @property
+    def max(self) -> int:
+        return (1 << self.width) - 1
+
+
+def _pack(names_widths: list[tuple[str, int]], start: int) -> tuple[tuple[Field, ...], int]:
+    """Lay fields out contiguously from bit `start`; returns them and the next free bit."""
+    out = []
+    for name, width in names_widths:
+        out.append(Field(name, start, width))
+        start += width
+    return tuple(out), start
+
+
+@dataclass(frozen=True, slots=True)
+class IsaLayout:
+    """Bit positions of every field for one VTA configuration.
+
+    For the default (pynq) config this is exactly the table in specs/vta.md. Index-field widths
+    derive from buffer depths like the published hardware: uop_bgn = log2(uop depth), uop_end one
+    bit more (it is an exclusive bound), dst/src factors = log2(acc/inp depth), wgt factors =
+    log2(wgt depth); micro-op dst/src/wgt = log2(acc / max(inp, acc) / wgt depth) — src is wide
+    enough for both GEMM (indexes INP) and ALU (indexes ACC).
+    """
+    common: tuple[Field, ...]      # opcode, pop_prev, pop_next, push_prev, push_next
+    mem: tuple[Field, ...]         # LOAD/STORE fields after the common ones
+    gemm: tuple[Field, ...]        # GEMM fields after the common ones
+    alu: tuple[Field, ...]         # ALU fields after the common ones
+    uop: tuple[Field, ...]         # uop_dst, uop_src, uop_wgt within a 32-bit word
+    uop_depth: int
+    inp_depth: int
+    wgt_depth: int
+    acc_depth: int
+
+    def field(self, group: str, name: str) -> Field:
+        for f in getattr(self, group):
+            if f.name == name:
+                return f
+        raise KeyError(f"no field {name!r} in {group}")
+
+
+def _log2_depth(depth: int) -> int:
+    # A depth of 1 still needs a 1-bit field (index 0); depths are powers of two by construction.
+    return max(1, (depth - 1).bit_length())
+
+
+def derive_layout(cfg) -> IsaLayout:
+    """Compute the layout for `cfg` (a VTAConfig); TargetError if a field cannot fit its word."""
+    def bad(msg):
+        raise TargetError(f"invalid VTA config {cfg.name!r}: {msg}")
+
+    uop_w = _log2_depth(cfg.uop_depth)
+    inp_w = _log2_depth(cfg.inp_depth)
+    wgt_w = _log2_depth(cfg.wgt_depth)
+    acc_w = _log2_depth(cfg.acc_depth)
+    for what, depth in (("uop", cfg.uop_depth), ("inp", cfg.inp_depth), ("wgt", cfg.wgt_depth),
+                        ("acc", cfg.acc_depth), ("out", cfg.out_depth)):
+        if depth > 1 << SRAM_BASE_BITS:
+            bad(f"{what} buffer depth {depth} exceeds what the {SRAM_BASE_BITS}-bit sram_base "
+                f"field can address ({1 << SRAM_BASE_BITS})")
+
+    common, nxt = _pack([("opcode", OPCODE_BITS), ("pop_prev", 1), ("pop_next", 1),
+                         ("push_prev", 1), ("push_next", 1)], 0)
+    mem_lo, mem_lo_end = _pack([("memory_type", MEM_TYPE_BITS), ("sram_base", SRAM_BASE_BITS),
+                                ("dram_base", DRAM_BASE_BITS)], nxt)
+    mem_hi, _ = _pack([("y_size", SIZE_BITS), ("x_size", SIZE_BITS), ("x_stride", STRIDE_BITS),
+                       ("y_pad_0", PAD_BITS), ("y_pad_1", PAD_BITS), ("x_pad_0", PAD_BITS),
+                       ("x_pad_1", PAD_BITS)], 64)
+    assert mem_lo_end <= 64
+    # GEMM/ALU low word: reset, uop range, loop extents.
+    cmp_lo, cmp_lo_end = _pack([("reset", 1), ("uop_bgn", uop_w), ("uop_end", uop_w + 1),
+                                ("iter_out", ITER_BITS), ("iter_in", ITER_BITS)], nxt)
+    if cmp_lo_end > 64:
+        bad(f"uop buffer depth {cfg.uop_depth} needs a {uop_w}-bit uop_bgn and {uop_w + 1}-bit "
+            f"uop_end; the GEMM/ALU low word would need {cmp_lo_end} bits > 64 "
+            f"(max uop depth {1 << ((64 - nxt - 1 - 2 * ITER_BITS - 1) // 2)})")
+    factors, fac_end = _pack([("dst_factor_out", acc_w), ("dst_factor_in", acc_w),
+                              ("src_factor_out", inp_w), ("src_factor_in", inp_w)], 64)
+    wgt_f, gemm_end = _pack([("wgt_factor_out", wgt_w), ("wgt_factor_in", wgt_w)], fac_end)
+    if gemm_end > 128:
+        bad(f"acc depth {cfg.acc_depth}, inp depth {cfg.inp_depth} and wgt depth "
+            f"{cfg.wgt_depth} need {acc_w}+{inp_w}+{wgt_w}-bit loop factors (x2); the GEMM "
+            f"high word would need {gemm_end - 64} bits > 64")
+    alu_f, alu_end = _pack([("alu_op", ALU_OP_BITS), ("use_imm", 1), ("imm", IMM_BITS)], fac_end)
+    if alu_end > 128:
+        bad(f"acc depth {cfg.acc_depth} and inp depth {cfg.inp_depth} need {acc_w}+{inp_w}-bit "
+            f"loop factors (x2); the ALU high word would need {alu_end - 64} bits > 64")
+    uop_src_w = max(inp_w, acc_w)
+    uop, uop_end = _pack([("dst", acc_w), ("src", uop_src_w), ("wgt", wgt_w)], 0)
+    if uop_end > 32:
+        bad(f"a micro-op needs {acc_w}+{uop_src_w}+{wgt_w} = {uop_end} bits for its acc/src/wgt "
+            f"indices (depths {cfg.acc_depth}/{max(cfg.inp_depth, cfg.acc_depth)}/"
+            f"{cfg.wgt_depth}) > 32")
+    return IsaLayout(common=common, mem=mem_lo + mem_hi, gemm=cmp_lo + factors + wgt_f,
+                     alu=cmp_lo + factors + alu_f, uop=uop, uop_depth=cfg.uop_depth,
+                     inp_depth=cfg.inp_depth, wgt_depth=cfg.wgt_depth, acc_depth=cfg.acc_depth)
+
+
+@lru_cache(maxsize=64)
+def layout_for(cfg) -> IsaLayout:
+    """The (cached) layout of `cfg`; raises TargetError if the config's fields cannot fit."""
+    return derive_layout(cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding / decoding
+# ---------------------------------------------------------------------------------------------
+
+def _where(index: int | None) -> str:
+    return f"instruction {index}" if index is not None else "instruction"
+
+
+def _put(word: int, f: Field, value: int, what: str) -> int:
+    value = int(value)
+    if not 0 <= value <= f.max:
+        raise IsaError(f"{what}: field {f.name}={value} does not fit its {f.width}-bit field "
+                       f"(0..{f.max})")
+    return word | (value << f.lo)
+
+
+def _get(word: int, f: Field) -> int:
+    return (word >> f.lo) & f.max
+
+
+def _deps_values(d: Deps) -> tuple[int, int, int, int]:
+    return int(d.pop_prev), int(d.pop_next), int(d.push_prev), int(d.push_next)
+
+
+def encode_insn(insn: Insn, layout: IsaLayout, index: int | None = None) -> bytes:
+    """Encode one instruction as 16 bytes, little-endian, low 64-bit word first."""
+    what = f"{_where(index)} ({type(insn).__name__})"
+    word = 0
+    opcode = insn.opcode
+    for f, v in zip(layout.common, (int(opcode),) + _deps_values(insn.deps)):
+        word = _put(word, f, v, what)
+    if isinstance(insn, MemInsn):
+        if opcode not in (Opcode.LOAD, Opcode.STORE):
+            raise IsaError(f"{what}: a memory instruction must be LOAD or STORE, not {opcode!r}")
+        values = (int(insn.memory_type), insn.sram_base, insn.dram_base, insn.y_size, insn.x_size,
+                  insn.x_stride, insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
+        fields_ = layout.mem
+    elif isinstance(insn, GemmInsn):
+        values = (int(insn.reset), insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
+                  insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out,
+                  insn.src_factor_in, insn.wgt_factor_out, insn.wgt_factor_in)
+        fields_ = layout.gemm
+    elif isinstance(insn, AluInsn):
+        imm = int(insn.imm)
+        lo_imm, hi_imm = -(1 << (IMM_BITS - 1)), (1 << (IMM_BITS - 1)) - 1
+        if not lo_imm <= imm <= hi_imm:
+            raise IsaError(f"{what}: imm={imm} does not fit the signed {IMM_BITS}-bit field "
+                           f"({lo_imm}..{hi_imm})")
+        values = (int(insn.reset), insn.uop_bgn, insn.uop_end, insn.iter_out, insn.iter_in,
+                  insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out,
+                  insn.src_factor_in, int(insn.alu_op), int(insn.use_imm),
+                  imm & ((1 << IMM_BITS) - 1))
+        fields_ = layout.alu
+    elif isinstance(insn, FinishInsn):
+        values, fields_ = (), ()
+    else:
+        raise IsaError(f"{what}: not an instruction: {insn!r}")
+    for f, v in zip(fields_, values):
+        word = _put(word, f, v, what)
+    return word.to_bytes(INSN_BYTES, "little")
+
+
+def decode_insn(data: bytes, layout: IsaLayout, index: int | None = None) -> Insn:
+    """Decode 16 bytes (as written by encode_insn). Unknown opcodes, memory types or ALU ops
+    raise IsaError naming the instruction index when given."""
+    if len(data) != INSN_BYTES:
+        raise IsaError(f"{_where(index)}: expected {INSN_BYTES} bytes, got {len(data)}")
+    word = int.from_bytes(data, "little")
+    raw_op, pop_prev, pop_next, push_prev, push_next = (_get(word, f) for f in layout.common)
+    deps = Deps(bool(pop_prev), bool(pop_next), bool(push_prev), bool(push_next))
+    try:
+        opcode = Opcode(raw_op)
+    except ValueError:
+        raise IsaError(f"{_where(index)}: unknown opcode {raw_op} (word 0x{word:032x}); known: "
+                       + ", ".join(f"{o.name}={o.value}" for o in Opcode)) from None
+    if opcode is Opcode.FINISH:
+        return FinishInsn(deps)
+    if opcode in (Opcode.LOAD, Opcode.STORE):
+        v = [_get(word, f) for f in layout.mem]
+        try:
+            mtype = MemType(v[0])
+        except ValueError:
+            raise IsaError(f"{_where(index)}: {opcode.name} with unknown memory type {v[0]}; "
+                           "known: " + ", ".join(f"{m.name}={m.value}" for m in MemType)) from None
+        return MemInsn(opcode, deps, mtype, *v[1:])
+    if opcode is Opcode.GEMM:
+        v = [_get(word, f) for f in layout.gemm]
+        return GemmInsn(deps, bool(v[0]), *v[1:])
+    v = [_get(word, f) for f in layout.alu]
+    try:
+        alu_op = AluOp(v[9])
+    except ValueError:
+        raise IsaError(f"{_where(index)}: ALU with unknown alu_opcode {v[9]}; known: "
+                       + ", ".join(f"{a.name}={a.value}" for a in AluOp)) from None
+    imm = v[11] - (1 << IMM_BITS) if v[11] >> (IMM_BITS - 1) else v[11]
+    return AluInsn(deps, bool(v[0]), *v[1:9], alu_op, bool(v[10]), imm)
+
+
+def encode_stream(insns, layout: IsaLayout) -> bytes:
+    """Concatenate the encodings of `insns` (16 bytes each)."""
+    return b"".join(encode_insn(insn, layout, i) for i, insn in enumerate(insns))
+
+
+def decode_stream(data: bytes, layout: IsaLayout) -> list[Insn]:
+    """Decode a whole stream; its length must be a multiple of 16 bytes."""
+    if len(data) % INSN_BYTES:
+        raise IsaError(f"instruction stream of {len(data)} bytes is not a whole number of "
+                       f"{INSN_BYTES}-byte instructions")
+    return [decode_insn(data[i:i + INSN_BYTES], layout, i // INSN_BYTES)
+            for i in range(0, len(data), INSN_BYTES)]
+
+
+def encode_uops(uops, layout: IsaLayout) -> np.ndarray:
+    """Micro-ops (a sequence of Uop) -> uint32 words; checks each index fits its field."""
+    n = len(uops)
+    cols = np.zeros((3, n), dtype=np.int64)
+    for i, u in enumerate(uops):
+        cols[0, i], cols[1, i], cols[2, i] = u.dst_idx, u.src_idx, u.wgt_idx
+    return encode_uop_arrays(cols[0], cols[1], cols[2], layout)
+
+
+def encode_uop_arrays(dst, src, wgt, layout: IsaLayout) -> np.ndarray:
+    """Vectorised form of encode_uops over three equal-length integer arrays."""
+    words = np.zeros(len(dst), dtype=np.uint32)
+    for f, arr in zip(layout.uop, (dst, src, wgt)):
+        arr = np.asarray(arr, dtype=np.int64)
+        bad = np.flatnonzero((arr < 0) | (arr > f.max))
+        if bad.size:
+            i = int(bad[0])
+            raise IsaError(f"micro-op {i}: {f.name}_idx={int(arr[i])} does not fit its "
+                           f"{f.width}-bit field (0..{f.max})")
+        words |= (arr.astype(np.uint32) << np.uint32(f.lo))
+    return words
+
+
+def decode_uops(words, layout: IsaLayout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """uint32 micro-op words -> (dst, src, wgt) int64 index arrays (vectorised)."""
+    w = np.asarray(words, dtype=np.uint32).astype(np.int64)
+    return tuple((w >> f.lo) & f.max for f in layout.uop)
+
+
+# The runtime's stage numbering (dep_push/dep_pop arguments).
+STAGE_LOAD, STAGE_COMPUTE, STAGE_STORE = 1, 2, 3
+
+
+def stage_of(insn: Insn) -> int:
+    """The module that runs `insn`: 1 = load, 2 = compute, 3 = store (the runtime's numbering).
+    LOADs of UOP/ACC/ACC_8BIT run on the compute module, like the published hardware."""
+    if isinstance(insn, MemInsn):
+        if insn.opcode is Opcode.STORE:
+            return STAGE_STORE
+        return STAGE_LOAD if insn.memory_type in (MemType.INP, MemType.WGT) else STAGE_COMPUTE
+    return STAGE_COMPUTE
+
