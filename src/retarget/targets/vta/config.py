@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from ...errors import TargetError
+from .isa import derive_layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,15 +108,16 @@ class VTAConfig:
         return replace(self, **changes)
 
 
-def _log2_of(n: int) -> int:
-    return n.bit_length() - 1
-
-
 def validate(c: VTAConfig) -> None:
     """Reject configs the hardware (or its ISA fields) cannot express, with the reason."""
     def bad(msg):
         raise TargetError(f"invalid VTA config {c.name!r}: {msg}")
 
+    for f in ("log_inp_width", "log_wgt_width", "log_acc_width", "log_batch", "log_block_in",
+              "log_block_out", "log_uop_buff_size", "log_inp_buff_size", "log_wgt_buff_size",
+              "log_acc_buff_size", "bus_bytes", "dram_bytes"):
+        if not isinstance(getattr(c, f), int) or isinstance(getattr(c, f), bool):
+            bad(f"{f}={getattr(c, f)!r} must be an integer")
     if c.log_inp_width != 3 or c.log_wgt_width != 3:
         bad("only 8-bit inputs and weights are supported (log_inp_width = log_wgt_width = 3)")
     if c.log_acc_width != 5:
@@ -127,20 +129,21 @@ def validate(c: VTAConfig) -> None:
                     ("log_wgt_buff_size", c.wgt_elem_bytes), ("log_acc_buff_size", c.acc_elem_bytes)):
         if (1 << getattr(c, f)) < elem:
             bad(f"{f}={getattr(c, f)} is smaller than one element ({elem} bytes)")
-    # The ISA's fields are fixed-width: buffers must be indexable by them (see isa.py).
-    if _log2_of(c.uop_depth) > 13:
-        bad(f"uop buffer depth {c.uop_depth} exceeds the 13-bit uop_bgn field (max 8192)")
-    if _log2_of(c.acc_depth) > 11 or _log2_of(c.inp_depth) > 11:
-        bad(f"acc depth {c.acc_depth} / inp depth {c.inp_depth} exceed the 11-bit micro-op "
-            "index fields (max 2048 entries)")
-    if _log2_of(c.wgt_depth) > 10:
-        bad(f"wgt buffer depth {c.wgt_depth} exceeds the 10-bit micro-op wgt field (max 1024)")
-    if max(c.inp_depth, c.wgt_depth, c.acc_depth, c.uop_depth, c.out_depth) > 1 << 16:
-        bad("a buffer is deeper than the 16-bit sram_base field can address")
+        if getattr(c, f) > 40:
+            bad(f"{f}={getattr(c, f)} is unreasonably large (max 40)")
+    # The ISA's index fields are as wide as log2 of the buffer depths they index, and every
+    # field must fit its 64-bit half (micro-ops: 32 bits). derive_layout says which does not.
+    derive_layout(c)
     if c.bus_bytes <= 0 or c.bus_bytes & (c.bus_bytes - 1):
         bad(f"bus_bytes={c.bus_bytes} must be a power of two")
     if c.clock_mhz <= 0:
         bad("clock_mhz must be positive")
+    if c.dram_bytes <= 0:
+        bad(f"dram_bytes={c.dram_bytes} must be positive")
+    for f in ("dma_latency", "gemm_pipeline", "alu_ii", "alu_pipeline", "insn_overhead",
+              "cmd_queue_depth"):
+        if getattr(c, f) < 0 or not isinstance(getattr(c, f), int):
+            bad(f"{f}={getattr(c, f)!r} must be a non-negative integer")
 
 
 # Presets. `pynq` is the default. The larger cores keep per-element depths within the ISA's
@@ -161,3 +164,24 @@ def preset(name: str) -> VTAConfig:
         return PRESETS[name]
     except KeyError:
         raise TargetError(f"unknown VTA preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+
+def load_config(spec: str | None) -> VTAConfig:
+    """A preset name (pynq, ultra96, 1x32, 1x64, 2x16) or the path of a JSON file of config
+    fields (as written by VTAConfig.to_dict); None means the default (pynq)."""
+    if spec is None:
+        return PRESETS["pynq"]
+    if spec in PRESETS:
+        return PRESETS[spec]
+    if spec.endswith(".json"):
+        import json
+        try:
+            with open(spec, encoding="utf-8") as fh:
+                d = json.load(fh)
+        except json.JSONDecodeError as e:
+            raise TargetError(f"VTA config file {spec}: not valid JSON ({e})") from None
+        if not isinstance(d, dict):
+            raise TargetError(f"VTA config file {spec}: expected a JSON object of config fields")
+        return VTAConfig.from_dict(d)
+    raise TargetError(f"unknown VTA config {spec!r}: give a preset ({', '.join(PRESETS)}) "
+                      "or a .json file")
