@@ -10,7 +10,7 @@ import sys
 from ..errors import RetargetError
 
 # Subcommand modules, in the order `retarget --help` lists them.
-COMMANDS = ["inspect", "run"]
+COMMANDS = ["inspect", "run", "disasm"]
 
 
 def build_parser() -> argparse.ArgumentParser:
