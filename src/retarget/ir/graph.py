@@ -6,7 +6,6 @@ result); it has no producer node.
 """
 from __future__ import annotations
 
-import copy as _copy
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -44,6 +43,14 @@ class Node:
 
     def __repr__(self) -> str:
         return f"Node({self.op} '{self.name}')"
+
+
+def _copy_attr(a):
+    if isinstance(a, list):
+        return [_copy_attr(x) for x in a]
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    return a  # ints, floats, strings, tuples: immutable
 
 
 def constant(name: str, array) -> Value:
@@ -155,11 +162,29 @@ class Graph:
 
     def copy(self) -> "Graph":
         """A structural copy: new Graph, Node and Value objects; constant arrays are shared."""
-        memo: dict[int, Any] = {}
-        for v in self.values():
-            if v.const is not None:
-                memo[id(v.const)] = v.const  # share weights, copy structure
-        return _copy.deepcopy(self, memo)
+        return self.copy_with_map()[0]
+
+    def copy_with_map(self) -> "tuple[Graph, dict[int, Value]]":
+        """Like copy(), also returning id(old Value) -> new Value.
+
+        Written out by hand rather than with deepcopy: passes copy the graph each time they
+        run, and deepcopy's generic walk was the bulk of simplify's time on ResNet-50.
+        TensorTypes are frozen and constant arrays are treated as immutable, so both are shared;
+        attribute lists and arrays are copied so a pass editing them cannot reach the original."""
+        vmap: dict[int, Value] = {}
+
+        def new(v: Value | None) -> Value | None:
+            if v is None:
+                return None
+            nv = vmap.get(id(v))
+            if nv is None:
+                nv = vmap[id(v)] = Value(v.name, v.type, v.const)
+            return nv
+
+        nodes = [Node(n.op, n.name, [new(v) for v in n.inputs], [new(v) for v in n.outputs],
+                      {k: _copy_attr(a) for k, a in n.attrs.items()}) for n in self.nodes]
+        g = Graph(nodes, [new(v) for v in self.inputs], [new(v) for v in self.outputs], self.name)
+        return g, vmap
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"

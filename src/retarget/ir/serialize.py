@@ -1,0 +1,170 @@
+"""The JSON form of a Graph: `save_graph(graph, "net.json")` writes net.json (structure, types,
+attributes) and net.npz beside it (constant data and array attributes).
+
+No pickle anywhere: arrays go through .npz with allow_pickle=False both ways, so loading a
+file cannot run code. The form round-trips exactly: names, order, types, attribute values
+and their Python types (list vs tuple, int vs float vs NumPy scalar), constant bytes.
+
+Layout of the JSON (version 1):
+    {"format": "retarget.graph", "version": 1, "name": ..., "arrays": "net.npz",
+     "values":  [{"name": "w", "type": {"shape": [..], "dtype": ".."} | null, "const": "v3"?}],
+     "inputs":  ["x"], "outputs": ["y"],
+     "nodes":   [{"op": "Conv", "name": "conv1", "inputs": ["x", "w", null],
+                  "outputs": ["y"], "attrs": {"strides": [2, 2], ...}}]}
+Attribute values that JSON cannot say exactly are tagged objects: {"$array": key},
+{"$tuple": [...]}, {"$float": "nan"|"inf"|"-inf"}.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError, ModelLoadError
+from .graph import Graph, Node, Value
+from .types import TensorType
+
+FORMAT = "retarget.graph"
+VERSION = 1
+
+
+def arrays_path(path) -> Path:
+    """Where the arrays of the graph saved at `path` live: the same name with .npz."""
+    return Path(path).with_suffix(".npz")
+
+
+# ---- save ---------------------------------------------------------------------------------
+def save_graph(graph: Graph, path) -> None:
+    """Write `graph` to `path` (JSON) and its arrays to `arrays_path(path)` (.npz)."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        raise ValueError(f"{path}: give the .json path; the arrays go to a .npz beside it")
+    arrays: dict[str, np.ndarray] = {}
+    values = []
+    seen: dict[str, Value] = {}
+    for v in graph.values():
+        if seen.setdefault(v.name, v) is not v:
+            raise GraphError(f"cannot save graph {graph.name!r}: two values are named {v.name!r}")
+        entry: dict[str, Any] = {"name": v.name, "type": _type_json(v.type)}
+        if v.is_const:
+            key = f"v{len(arrays)}"
+            arrays[key] = np.asarray(v.const)
+            entry["const"] = key
+        values.append(entry)
+    nodes = []
+    for n in graph.nodes:
+        attrs = {}
+        for k, a in n.attrs.items():
+            try:
+                attrs[k] = _encode_attr(a, arrays)
+            except TypeError as e:
+                raise GraphError(f"cannot save {n.op} '{n.name}': attribute {k!r}: {e}") from None
+        nodes.append({"op": n.op, "name": n.name,
+                      "inputs": [None if v is None else v.name for v in n.inputs],
+                      "outputs": [v.name for v in n.outputs], "attrs": attrs})
+    doc = {"format": FORMAT, "version": VERSION, "name": graph.name,
+           "arrays": arrays_path(path).name, "values": values,
+           "inputs": [v.name for v in graph.inputs], "outputs": [v.name for v in graph.outputs],
+           "nodes": nodes}
+    for key, a in arrays.items():
+        if a.dtype.hasobject:
+            raise GraphError(f"cannot save graph {graph.name!r}: array {key} has object dtype")
+    # Arrays first: a JSON next to a missing/stale .npz is the worse half-written state.
+    with open(arrays_path(path), "wb") as f:
+        np.savez(f, allow_pickle=False, **arrays)
+    path.write_text(json.dumps(doc, indent=1, allow_nan=False))
+
+
+def _type_json(t: TensorType | None):
+    return None if t is None else {"shape": list(t.shape), "dtype": t.dtype}
+
+
+def _encode_attr(a, arrays: dict[str, np.ndarray]):
+    if isinstance(a, (np.ndarray, np.generic)):
+        # NumPy scalars go here too: their dtype is part of the value.
+        key = f"a{len(arrays)}"
+        arrays[key] = np.asarray(a)
+        return {"$array": key, "scalar": isinstance(a, np.generic)}
+    if isinstance(a, bool) or a is None or isinstance(a, (int, str)):
+        return a
+    if isinstance(a, float):
+        return a if math.isfinite(a) else {"$float": repr(a)}
+    if isinstance(a, list):
+        return [_encode_attr(x, arrays) for x in a]
+    if isinstance(a, tuple):
+        return {"$tuple": [_encode_attr(x, arrays) for x in a]}
+    raise TypeError(f"values of type {type(a).__name__} cannot be saved")
+
+
+# ---- load -----------------------------------------------------------------------------------
+def load_graph(path) -> Graph:
+    """Read a graph written by save_graph. ModelLoadError when the files are not such a graph."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelLoadError(f"{path}: not a retarget graph JSON file ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ModelLoadError(f"{path}: not a retarget graph JSON file (format is not {FORMAT!r})")
+    if doc.get("version") != VERSION:
+        raise ModelLoadError(f"{path}: graph format version {doc.get('version')!r}; "
+                             f"this retarget reads version {VERSION}")
+    npz = path.with_name(doc.get("arrays") or arrays_path(path).name)
+    try:
+        with np.load(npz, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise ModelLoadError(f"{path}: its arrays file {npz} is missing") from None
+    except (ValueError, OSError) as e:
+        raise ModelLoadError(f"{path}: its arrays file {npz} is unreadable ({e})") from None
+    try:
+        return _build(doc, arrays)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelLoadError(f"{path}: malformed graph file ({type(e).__name__}: {e})") from None
+
+
+def _array(arrays: dict[str, np.ndarray], key: str) -> np.ndarray:
+    if key not in arrays:
+        raise KeyError(f"array {key!r} is not in the .npz file")
+    return arrays[key]
+
+
+def _decode_attr(a, arrays):
+    if isinstance(a, list):
+        return [_decode_attr(x, arrays) for x in a]
+    if isinstance(a, dict):
+        if "$array" in a:
+            arr = _array(arrays, a["$array"])
+            return arr[()] if a.get("scalar") else arr
+        if "$tuple" in a:
+            return tuple(_decode_attr(x, arrays) for x in a["$tuple"])
+        if "$float" in a:
+            return float(a["$float"])
+        raise ValueError(f"unknown tagged attribute {sorted(a)}")
+    return a
+
+
+def _build(doc: dict, arrays: dict[str, np.ndarray]) -> Graph:
+    values: dict[str, Value] = {}
+    for e in doc["values"]:
+        t = e["type"]
+        typ = None if t is None else TensorType(tuple(t["shape"]), t["dtype"])
+        const = _array(arrays, e["const"]) if "const" in e else None
+        if e["name"] in values:
+            raise ValueError(f"value {e['name']!r} is listed twice")
+        values[e["name"]] = Value(e["name"], typ, const)
+
+    def get(name):
+        if name not in values:
+            raise KeyError(f"value {name!r} is used but not listed")
+        return values[name]
+
+    nodes = [Node(n["op"], n["name"], [None if x is None else get(x) for x in n["inputs"]],
+                  [get(y) for y in n["outputs"]],
+                  {k: _decode_attr(a, arrays) for k, a in n["attrs"].items()})
+             for n in doc["nodes"]]
+    return Graph(nodes, [get(x) for x in doc["inputs"]], [get(y) for y in doc["outputs"]],
+                 name=doc["name"])
