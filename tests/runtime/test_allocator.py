@@ -197,3 +197,10 @@ def test_random_sequences_keep_invariants(sequence, alignment):
         alloc.free(p)
     assert alloc.free_blocks() == [(0, capacity)]
     assert alloc.stats().external_fragmentation == 0.0
+
+
+def test_free_of_rounding_padding_is_explained():
+    alloc = BestFitAllocator(1024, alignment=64)
+    p = alloc.malloc(40)
+    with pytest.raises(DeviceError, match=r"free\(0x28\).*rounding padding after the allocation at 0x0"):
+        alloc.free(p + 40)

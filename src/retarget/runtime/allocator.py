@@ -198,20 +198,30 @@ class BestFitAllocator:
                     f" none of which fits the request")
         return msg
 
+    def describe(self, address: int) -> str:
+        """Where `address` falls, in words, for error messages ("in free memory", ...)."""
+        if not 0 <= address < self.capacity:
+            return f"outside device memory [0x0, 0x{self.capacity:x})"
+        i = bisect.bisect_right(self._live_starts, address) - 1
+        if i >= 0:
+            a = self._live[self._live_starts[i]]
+            if address < a.end:
+                return f"inside the allocation at 0x{a.start:x} ({a.size} bytes)"
+            if address < a.start + a.reserved:
+                return (f"in the rounding padding after the allocation at 0x{a.start:x} "
+                        f"({a.size} bytes)")
+        return "in free memory"
+
     def _bad_free_message(self, address) -> str:
         if not isinstance(address, int) or isinstance(address, bool):
             return f"free({address!r}): not a device address"
-        where = f"free(0x{address:x})"
-        if not 0 <= address < self.capacity:
-            return f"{where}: address outside device memory [0, 0x{self.capacity:x})"
-        inside = self.allocation_at(address)
-        if inside is not None:
-            return (f"{where}: address points inside the allocation at 0x{inside.start:x} "
-                    f"({inside.size} bytes) but is not its start")
-        i = bisect.bisect_right(self._free, (address, self.capacity + 1)) - 1
-        if i >= 0 and self._free[i][0] <= address < sum(self._free[i]):
-            return f"{where}: address is in free memory (double free, or never allocated)"
-        return f"{where}: address was not returned by malloc"
+        where = self.describe(address)
+        msg = f"free(0x{address:x}): address is {where}"
+        if where == "in free memory":
+            msg += " (double free, or never returned by malloc)"
+        elif where.startswith("inside"):
+            msg += " but is not its start"
+        return msg
 
 
 __all__ = ["Allocation", "AllocatorStats", "BestFitAllocator"]

@@ -2,17 +2,52 @@
 
 Modelled on the device abstraction of the TensorFlow retargeting paper: configure, malloc and
 free device memory, copy host->device and device->host (DMA), commit task descriptors to a FIFO
-non-preemptive queue, synchronise. A simulator implements `execute`; swapping it for a real
-driver changes this one object and nothing above it.
+non-preemptive queue, synchronise. Swapping a simulator for a real driver changes this one object
+and nothing above it.
+
+Two classes:
+
+- `Device` is the interface: the methods a runtime calls, documented, with no implementation.
+  A real driver would implement it directly.
+- `SimulatedDevice(Device)` implements everything except the accelerator itself: device memory
+  is a NumPy uint8 array managed by a best-fit allocator (runtime/allocator.py), copies and views
+  are bounds-checked against live allocations, and tasks go through a FIFO queue that
+  `synchronize()` drains in order, timing each.
+
+Writing a simulated accelerator (the VTA simulator device, a toy example device) takes two things:
+
+    class VectorAddDevice(SimulatedDevice):
+        name = "vadd"
+        # kernel name -> the names of its arguments that are device pointers. submit() refuses a
+        # task whose kernel is not listed, and checks that each pointer argument points into a
+        # live allocation.
+        kernels = {"vadd": ("a", "b", "out")}
+
+        def execute(self, task):
+            n = task.args["n"]
+            a = self.view(task.args["a"], (n,), np.int32)      # bounds-checked views of
+            b = self.view(task.args["b"], (n,), np.int32)      # device memory, no copies
+            out = self.view(task.args["out"], (n,), np.int32)
+            out[:] = a + b
+            return {"elements": n}                             # counters for the profile
+
+Extra configuration options are declared by extending `default_options`; a subclass that needs to
+react to them overrides `configure`, calls `super().configure(**options)` and reads `self.options`.
+A Task carries only data (kernel name, ints, floats, strings, device pointers), never callables,
+so a queue of tasks can be logged, replayed or sent to real hardware unchanged.
 """
 from __future__ import annotations
 
+import time
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..errors import DeviceError, RetargetError
+from .allocator import Allocation, AllocatorStats, BestFitAllocator
 
 DevicePtr = int  # a byte address in the device's memory
 
@@ -36,40 +71,341 @@ class TaskRecord:
     counters: dict[str, int] = field(default_factory=dict)  # device-specific (cycles, bytes...)
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceStats:
+    """Counters of a device since it was created (memory figures are a current snapshot)."""
+    name: str
+    memory: AllocatorStats
+    bytes_to_device: int
+    bytes_from_device: int
+    copies_to_device: int
+    copies_from_device: int
+    tasks_submitted: int
+    tasks_completed: int
+    tasks_queued: int
+    execute_seconds: float
+
+
 class Device:
-    """Base class. Subclasses set `kernels` (the task kinds they accept) and implement
-    `execute(task)`; memory, copies, the FIFO queue and bounds checks live here."""
+    """The interface a runtime programs against. Subclasses declare `kernels` (the task kinds
+    they accept) and implement every method; simulators should subclass `SimulatedDevice`, which
+    provides memory, copies, the FIFO queue and bounds checks and leaves only `execute`."""
 
     name: str = "device"
-    kernels: tuple[str, ...] = ()
+    # Kernel names, or (SimulatedDevice) a mapping kernel name -> names of its pointer arguments.
+    kernels: Mapping[str, tuple[str, ...]] | tuple[str, ...] = ()
 
     def configure(self, **options) -> None:
-        raise NotImplementedError
+        """Initialise/configure the device (memory size, hardware options). Invalidates nothing
+        that is live: implementations refuse while allocations or tasks are outstanding."""
+        raise NotImplementedError(f"{type(self).__name__}.configure is not implemented")
 
     def malloc(self, nbytes: int, align: int = 64) -> DevicePtr:
-        raise NotImplementedError
+        """Reserve `nbytes` of device memory; returns its address (a multiple of `align`)."""
+        raise NotImplementedError(f"{type(self).__name__}.malloc is not implemented")
 
     def free(self, ptr: DevicePtr) -> None:
-        raise NotImplementedError
+        """Release an allocation made by malloc."""
+        raise NotImplementedError(f"{type(self).__name__}.free is not implemented")
 
     def copy_to_device(self, ptr: DevicePtr, array: np.ndarray) -> None:
-        raise NotImplementedError
+        """DMA the bytes of `array` (C order) to device memory at `ptr`."""
+        raise NotImplementedError(f"{type(self).__name__}.copy_to_device is not implemented")
 
     def copy_from_device(self, ptr: DevicePtr, shape: tuple[int, ...], dtype) -> np.ndarray:
-        raise NotImplementedError
+        """DMA an array of `shape` and `dtype` from device memory at `ptr` into a new host array."""
+        raise NotImplementedError(f"{type(self).__name__}.copy_from_device is not implemented")
 
     def submit(self, task: Task) -> int:
         """Append a task to the FIFO queue; returns its id. Raises DeviceError for a kernel this
         device does not have or arguments that are not valid device pointers."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.submit is not implemented")
 
     def synchronize(self) -> list[TaskRecord]:
         """Run every queued task in order (non-preemptive); return their records."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.synchronize is not implemented")
 
     def execute(self, task: Task) -> dict[str, int]:
         """Run one task (subclass hook). Returns device counters for the profile."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.execute is not implemented")
+
+    def stats(self) -> DeviceStats:
+        """Memory, copy and task counters."""
+        raise NotImplementedError(f"{type(self).__name__}.stats is not implemented")
 
 
-__all__ = ["Device", "DeviceError", "DevicePtr", "Task", "TaskRecord"]
+# Argument values a Task may hold: plain data only (see module docstring).
+_SCALAR_ARG_TYPES = (bool, int, float, str, type(None))
+
+
+def _normalise_arg(value: Any) -> Any:
+    """Return `value` as plain Python data, or raise TypeError if it is not data."""
+    if isinstance(value, np.generic) and not isinstance(value, np.object_):
+        return value.item()
+    if isinstance(value, _SCALAR_ARG_TYPES):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(_normalise_arg(v) for v in value)
+    raise TypeError(type(value).__name__)
+
+
+def _task_failure(error: Exception, prefix: str, dropped: int) -> RetargetError:
+    """The error synchronize() raises when execute() fails: same class for retarget's own errors
+    (an UnsupportedOpError stays one), DeviceError for anything else, with the task named."""
+    if isinstance(error, RetargetError):
+        detail = str(error)
+        try:
+            return type(error)(f"{prefix}: {detail}; {dropped} queued task(s) after it were discarded")
+        except TypeError:  # a subclass with a different constructor
+            pass
+    else:
+        detail = f"{type(error).__name__}: {error}"
+    return DeviceError(f"{prefix}: {detail}; {dropped} queued task(s) after it were discarded")
+
+
+def _is_address(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+class SimulatedDevice(Device):
+    """A Device whose memory is a NumPy array; subclasses supply `kernels` and `execute`."""
+
+    name = "simulated"
+    kernels: Mapping[str, tuple[str, ...]] = {}
+    default_options: ClassVar[dict[str, Any]] = {"memory_bytes": 1 << 24, "alignment": 64}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Catch a malformed kernel table when the class is defined, not at the first submit.
+        kernels = cls.kernels
+        if isinstance(kernels, Mapping):
+            for kernel, ptr_args in kernels.items():
+                if not isinstance(kernel, str) or isinstance(ptr_args, str) or not all(
+                        isinstance(a, str) for a in ptr_args):
+                    raise TypeError(f"{cls.__name__}.kernels must map kernel names to tuples of "
+                                    f"pointer-argument names; bad entry {kernel!r}: {ptr_args!r}")
+        elif isinstance(kernels, str) or not all(isinstance(k, str) for k in kernels):
+            raise TypeError(f"{cls.__name__}.kernels must be a mapping or a tuple of kernel names")
+
+    def __init__(self, **options):
+        self.options: dict[str, Any] = dict(self.default_options)
+        self._memory = np.zeros(0, dtype=np.uint8)
+        self._allocator: BestFitAllocator | None = None
+        self._queue: deque[tuple[int, Task]] = deque()
+        self._next_task_id = 0
+        self.history: list[TaskRecord] = []   # every completed task, in order
+        self._bytes_in = self._bytes_out = 0
+        self._copies_in = self._copies_out = 0
+        self._execute_seconds = 0.0
+        self.configure(**options)
+
+    # ---- configuration -------------------------------------------------------------------------
+
+    def configure(self, **options) -> None:
+        """Set options (see `default_options`) and (re)create device memory. Refused while
+        allocations are live or tasks are queued, since it would invalidate them."""
+        unknown = sorted(set(options) - set(self.default_options))
+        if unknown:
+            raise DeviceError(f"{self.name}: unknown option(s) {', '.join(unknown)}; known: "
+                              f"{', '.join(sorted(self.default_options))}")
+        if self._allocator is not None and self._allocator.stats().live_allocations:
+            raise DeviceError(f"{self.name}: configure() with "
+                              f"{self._allocator.stats().live_allocations} live allocation(s); "
+                              f"free them first")
+        if self._queue:
+            raise DeviceError(f"{self.name}: configure() with {len(self._queue)} queued task(s); "
+                              f"synchronize() first")
+        merged = {**self.options, **options}
+        size = merged["memory_bytes"]
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise DeviceError(f"{self.name}: memory_bytes must be a positive int, got {size!r}")
+        allocator = BestFitAllocator(size, merged["alignment"])  # validates alignment
+        self.options = merged
+        self._allocator = allocator
+        # np.zeros maps pages lazily, so a large simulated DRAM costs only what is touched.
+        self._memory = np.zeros(size, dtype=np.uint8)
+
+    @property
+    def allocator(self) -> BestFitAllocator:
+        assert self._allocator is not None  # set by __init__ via configure
+        return self._allocator
+
+    # ---- memory --------------------------------------------------------------------------------
+
+    def malloc(self, nbytes: int, align: int = 64) -> DevicePtr:
+        try:
+            return self.allocator.malloc(nbytes, align)
+        except DeviceError as e:
+            raise DeviceError(f"{self.name}: {e}") from None
+
+    def free(self, ptr: DevicePtr) -> None:
+        if _is_address(ptr):
+            allocation = self.allocator.allocation_at(int(ptr))
+            if allocation is not None and allocation.start == ptr:
+                user = self._queued_user_of(allocation)
+                if user:
+                    raise DeviceError(f"{self.name}: free(0x{int(ptr):x}): still used by {user}; "
+                                      f"synchronize() first")
+            ptr = int(ptr)
+        try:
+            self.allocator.free(ptr)
+        except DeviceError as e:
+            raise DeviceError(f"{self.name}: {e}") from None
+
+    def copy_to_device(self, ptr: DevicePtr, array: np.ndarray) -> None:
+        host = np.asarray(array)
+        if host.dtype.hasobject:
+            raise DeviceError(f"{self.name}: copy_to_device({ptr!r}): object arrays cannot be "
+                              f"copied to a device")
+        data = np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+        start = self._check_range(ptr, data.size, "copy_to_device", host.shape, host.dtype)
+        self._memory[start:start + data.size] = data
+        self._bytes_in += data.size
+        self._copies_in += 1
+
+    def copy_from_device(self, ptr: DevicePtr, shape: tuple[int, ...], dtype) -> np.ndarray:
+        out = self.view(ptr, shape, dtype, what="copy_from_device").copy()
+        self._bytes_out += out.nbytes
+        self._copies_out += 1
+        return out
+
+    def view(self, ptr: DevicePtr, shape: tuple[int, ...], dtype, what: str = "view") -> np.ndarray:
+        """A writable NumPy view of device memory at `ptr` (for subclasses' execute). The whole
+        range must lie within one live allocation."""
+        dt, shape = self._check_layout(ptr, shape, dtype, what)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        start = self._check_range(ptr, nbytes, what, shape, dt)
+        return self._memory[start:start + nbytes].view(dt).reshape(shape)
+
+    def _check_layout(self, ptr, shape, dtype, what: str) -> tuple[np.dtype, tuple[int, ...]]:
+        try:
+            dt = np.dtype(dtype)
+        except TypeError:
+            raise DeviceError(f"{self.name}: {what}({ptr!r}): {dtype!r} is not a dtype") from None
+        if dt.hasobject or dt.itemsize == 0:
+            raise DeviceError(f"{self.name}: {what}({ptr!r}): dtype {dt} cannot live in device memory")
+        if isinstance(shape, (int, np.integer)):
+            shape = (shape,)
+        if not all(_is_address(d) and d >= 0 for d in shape):
+            raise DeviceError(f"{self.name}: {what}({ptr!r}): shape {shape!r} must be "
+                              f"non-negative ints")
+        return dt, tuple(int(d) for d in shape)
+
+    def _check_range(self, ptr, nbytes: int, what: str, shape=None, dtype=None) -> int:
+        """Check that [ptr, ptr+nbytes) lies within one live allocation; return ptr as an int."""
+        if not _is_address(ptr):
+            raise DeviceError(f"{self.name}: {what}: pointer {ptr!r} is not a device address")
+        ptr = int(ptr)
+        desc = f"{nbytes} bytes" + (f" (shape {tuple(shape)}, {dtype})" if shape is not None else "")
+        allocation = self.allocator.allocation_at(ptr)
+        if allocation is None:
+            where = self.allocator.describe(ptr)
+            hint = " (use after free?)" if where == "in free memory" else ""
+            raise DeviceError(f"{self.name}: {what}(0x{ptr:x}, {desc}): pointer is {where}, "
+                              f"not inside a live allocation{hint}")
+        if ptr + nbytes > allocation.end:
+            raise DeviceError(f"{self.name}: {what}(0x{ptr:x}, {desc}) overruns the allocation at "
+                              f"0x{allocation.start:x} ({allocation.size} bytes) by "
+                              f"{ptr + nbytes - allocation.end} bytes")
+        return ptr
+
+    # ---- tasks ---------------------------------------------------------------------------------
+
+    def pointer_args(self, kernel: str) -> tuple[str, ...]:
+        """Names of `kernel`'s arguments that are device pointers (empty for a kernel declared
+        by name only)."""
+        if isinstance(self.kernels, Mapping):
+            return tuple(self.kernels[kernel])
+        return ()
+
+    def submit(self, task: Task) -> int:
+        if not isinstance(task, Task):
+            raise DeviceError(f"{self.name}: submit() takes a Task, got {type(task).__name__}")
+        label = f"task '{task.name}' (kernel '{task.kernel}')"
+        if task.kernel not in self.kernels:
+            known = ", ".join(sorted(self.kernels)) or "none"
+            raise DeviceError(f"{self.name}: {label}: unknown kernel; this device has: {known}")
+        args: dict[str, Any] = {}
+        for key, value in task.args.items():
+            try:
+                args[key] = _normalise_arg(value)
+            except TypeError as e:
+                raise DeviceError(f"{self.name}: {label}: argument '{key}' is a {e}; a Task holds "
+                                  f"only data (ints, floats, strings, device pointers)") from None
+        for arg in self.pointer_args(task.kernel):
+            if arg not in args:
+                raise DeviceError(f"{self.name}: {label}: missing pointer argument '{arg}'")
+            ptr = args[arg]
+            if not _is_address(ptr):
+                raise DeviceError(f"{self.name}: {label}: pointer argument '{arg}' = {ptr!r} "
+                                  f"is not a device address")
+            if self.allocator.allocation_at(ptr) is None:
+                raise DeviceError(f"{self.name}: {label}: pointer argument '{arg}' = 0x{ptr:x} "
+                                  f"is {self.allocator.describe(ptr)}, not inside a live "
+                                  f"allocation (dangling pointer?)")
+        task_id = self._next_task_id
+        self._next_task_id += 1
+        # Queue a copy of the arguments so mutating the caller's dict cannot change a queued task.
+        self._queue.append((task_id, Task(task.kernel, args, task.name)))
+        return task_id
+
+    def synchronize(self) -> list[TaskRecord]:
+        records: list[TaskRecord] = []
+        while self._queue:
+            task_id, task = self._queue.popleft()
+            start = time.perf_counter()
+            try:
+                counters = self.execute(task)
+            except Exception as e:
+                # A fault stops the device like a reset: later tasks may depend on this one's
+                # output, so running them would produce wrong answers silently.
+                dropped = len(self._queue)
+                self._queue.clear()
+                raise _task_failure(e, f"{self.name}: task #{task_id} '{task.name}' (kernel "
+                                       f"'{task.kernel}') failed", dropped) from e
+            seconds = time.perf_counter() - start
+            self._execute_seconds += seconds
+            record = TaskRecord(task_id, task.name, task.kernel, seconds,
+                                self._check_counters(task_id, task, counters))
+            records.append(record)
+            self.history.append(record)
+        return records
+
+    def _check_counters(self, task_id: int, task: Task, counters) -> dict[str, int]:
+        if counters is None:
+            return {}
+        if not isinstance(counters, Mapping) or not all(
+                isinstance(k, str) and _is_address(v) for k, v in counters.items()):
+            raise DeviceError(f"{self.name}: task #{task_id} '{task.name}': execute() must return "
+                              f"a dict of str -> int counters, got {counters!r}")
+        return {k: int(v) for k, v in counters.items()}
+
+    def _queued_user_of(self, allocation: Allocation) -> str:
+        """Describe the first queued task with a pointer argument into `allocation`, or ''."""
+        for task_id, task in self._queue:
+            for arg in self.pointer_args(task.kernel):
+                if allocation.contains(task.args[arg]):
+                    return f"queued task #{task_id} '{task.name}' (argument '{arg}')"
+        return ""
+
+    def execute(self, task: Task) -> dict[str, int]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement execute(); "
+                                  f"simulated devices must override it")
+
+    def stats(self) -> DeviceStats:
+        return DeviceStats(
+            name=self.name,
+            memory=self.allocator.stats(),
+            bytes_to_device=self._bytes_in,
+            bytes_from_device=self._bytes_out,
+            copies_to_device=self._copies_in,
+            copies_from_device=self._copies_out,
+            tasks_submitted=self._next_task_id,
+            tasks_completed=len(self.history),
+            tasks_queued=len(self._queue),
+            execute_seconds=self._execute_seconds,
+        )
+
+
+__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "SimulatedDevice", "Task",
+           "TaskRecord"]
