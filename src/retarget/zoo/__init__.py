@@ -1,0 +1,62 @@
+"""A zoo of well-known networks as ONNX models with seeded random weights.
+
+Each builder returns an `onnx.ModelProto` shaped like a PyTorch export (unfused
+BatchNormalization, Flatten + Gemm heads, ReLU6 as Clip, and in AlexNet the Shape -> Gather ->
+Unsqueeze -> Concat -> Reshape chain older exports emit), with He-scaled weights so activations
+stay O(1). They all take the same keywords:
+
+    size (input height = width), batch, num_classes, width (channel multiplier), opset
+    (11..18; default 17), seed
+
+    >>> from retarget import zoo
+    >>> model = zoo.build("resnet18", size=64, num_classes=10)
+    >>> zoo.NAMES
+    ('resnet18', 'resnet50', 'vgg11', 'vgg16', 'alexnet', 'googlenet', 'mobilenet_v1', ...)
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import onnx
+
+from .builder import OnnxBuilder, scaled
+from .classic import alexnet, vgg11, vgg16
+from .googlenet import googlenet
+from .mobilenet import mobilenet_v1, mobilenet_v2
+from .resnet import resnet18, resnet50
+from .unet import unet, unet_resize
+
+BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
+    "resnet18": resnet18,
+    "resnet50": resnet50,
+    "vgg11": vgg11,
+    "vgg16": vgg16,
+    "alexnet": alexnet,
+    "googlenet": googlenet,
+    "mobilenet_v1": mobilenet_v1,
+    "mobilenet_v2": mobilenet_v2,
+    "unet": unet,
+    "unet_resize": unet_resize,
+}
+NAMES: tuple[str, ...] = tuple(BUILDERS)
+
+# The smallest input size each network accepts (its pools/strides need at least this much).
+MIN_SIZE = {"alexnet": 63, "unet": 8, "unet_resize": 8}
+
+
+def build(name: str, **kwargs) -> onnx.ModelProto:
+    """Build the zoo network `name` (see NAMES) with the given keywords (size, batch,
+    num_classes, width, opset, seed, plus per-network extras documented on each builder)."""
+    try:
+        fn = BUILDERS[name]
+    except KeyError:
+        raise KeyError(f"unknown zoo network {name!r}; known: {', '.join(NAMES)}") from None
+    return fn(**kwargs)
+
+
+def build_bytes(name: str, **kwargs) -> bytes:
+    """The serialized ONNX model, ready to write to a .onnx file."""
+    return build(name, **kwargs).SerializeToString()
+
+
+__all__ = ["NAMES", "BUILDERS", "MIN_SIZE", "build", "build_bytes", "OnnxBuilder", "scaled"] + list(NAMES)

@@ -1,0 +1,77 @@
+"""The plain conv stacks: AlexNet (with LRN, as in the 2012 paper) and VGG-11/16."""
+from __future__ import annotations
+
+import onnx
+
+from .builder import OnnxBuilder, scaled
+
+
+def _classifier(b: OnnxBuilder, y: str, hidden: int, num_classes: int) -> str:
+    # Dropout is absent, as in an eval-mode export.
+    y = b.relu(b.gemm(y, hidden, "classifier.1", relu_follows=True), "classifier.2")
+    y = b.relu(b.gemm(y, hidden, "classifier.4", relu_follows=True), "classifier.5")
+    return b.gemm(y, num_classes, "classifier.6")
+
+
+def alexnet(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+            opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """AlexNet (Krizhevsky et al. 2012) with its LRN layers, in torchvision's channel counts.
+
+    The classifier input is flattened by `x.view(x.size(0), -1)` as PyTorch 1.x exported it
+    (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), which importers must simplify.
+    Needs size >= 63 (three 3x3/2 max-pools after a stride-4 conv)."""
+    b = OnnxBuilder("alexnet", opset, seed)
+    y = b.input("input", (batch, 3, size, size))
+    y = b.relu(b.conv(y, scaled(64, width), 11, "features.0", stride=4, pad=2, bias=True),
+               "features.1")
+    y = b.lrn(y, "features.lrn1")
+    y = b.maxpool(y, 3, 2, "features.2")
+    y = b.relu(b.conv(y, scaled(192, width), 5, "features.3", pad=2, bias=True), "features.4")
+    y = b.lrn(y, "features.lrn2")
+    y = b.maxpool(y, 3, 2, "features.5")
+    for i, c in ((6, 384), (8, 256), (10, 256)):
+        y = b.relu(b.conv(y, scaled(c, width), 3, f"features.{i}", bias=True), f"features.{i + 1}")
+    y = b.maxpool(y, 3, 2, "features.12")
+    y = b.flatten_by_shape(y, "view")
+    b.output(_classifier(b, y, scaled(4096, width), num_classes))
+    return b.model()
+
+
+VGG_CONFIGS = {
+    "vgg11": (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"),
+    "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+              512, 512, 512, "M"),
+}
+
+
+def _vgg(name: str, size: int, batch: int, num_classes: int, width: float, opset: int,
+         seed: int) -> onnx.ModelProto:
+    b = OnnxBuilder(name, opset, seed)
+    y = b.input("input", (batch, 3, size, size))
+    i = 0
+    for c in VGG_CONFIGS[name]:
+        if c == "M":
+            y = b.maxpool(y, 2, 2, f"features.{i}")
+            i += 1
+        else:
+            y = b.relu(b.conv(y, scaled(c, width), 3, f"features.{i}", bias=True),
+                       f"features.{i + 1}")
+            i += 2
+    y = b.flatten(y, "flatten")
+    b.output(_classifier(b, y, scaled(4096, width), num_classes))
+    return b.model()
+
+
+def vgg11(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+          opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """VGG-11 (configuration A of Simonyan & Zisserman 2015), no batch norm.
+
+    The classifier reads the whole final feature map (512 x size/32 x size/32), so the first
+    Gemm is large at 224 px (25088 x 4096); use `width` to shrink it. Needs size >= 32."""
+    return _vgg("vgg11", size, batch, num_classes, width, opset, seed)
+
+
+def vgg16(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+          opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """VGG-16 (configuration D), no batch norm. Needs size >= 32."""
+    return _vgg("vgg16", size, batch, num_classes, width, opset, seed)

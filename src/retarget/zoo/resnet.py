@@ -1,0 +1,72 @@
+"""ResNet-18 (basic blocks) and ResNet-50 (bottlenecks), laid out as torchvision's export."""
+from __future__ import annotations
+
+import onnx
+
+from .builder import OnnxBuilder, scaled
+
+# A residual branch's last norm is scaled down so that summing 8..16 branches keeps the
+# activations O(1) (random weights have no training to keep them in check).
+RESIDUAL_GAMMA = 0.3
+
+
+def _stem(b: OnnxBuilder, x: str, width: float) -> str:
+    y = b.conv(x, scaled(64, width), 7, "conv1", stride=2, pad=3)
+    y = b.relu(b.batchnorm(y, "bn1"), "relu")
+    return b.maxpool(y, 3, 2, "maxpool", pad=1)
+
+
+def _downsample(b: OnnxBuilder, x: str, cout: int, stride: int, scope: str) -> str:
+    if stride == 1 and b.channels(x) == cout:
+        return x
+    y = b.conv(x, cout, 1, f"{scope}.downsample.0", stride=stride, pad=0)
+    return b.batchnorm(y, f"{scope}.downsample.1")
+
+
+def _basic_block(b: OnnxBuilder, x: str, planes: int, stride: int, scope: str) -> str:
+    y = b.conv(x, planes, 3, f"{scope}.conv1", stride=stride)
+    y = b.relu(b.batchnorm(y, f"{scope}.bn1"), f"{scope}.relu")
+    y = b.conv(y, planes, 3, f"{scope}.conv2")
+    y = b.batchnorm(y, f"{scope}.bn2", gamma_scale=RESIDUAL_GAMMA)
+    y = b.add(y, _downsample(b, x, planes, stride, scope), f"{scope}.add")
+    return b.relu(y, f"{scope}.relu_1")
+
+
+def _bottleneck(b: OnnxBuilder, x: str, planes: int, stride: int, scope: str) -> str:
+    # torchvision's "ResNet v1.5": the stride sits on the 3x3 conv, not the first 1x1.
+    y = b.conv(x, planes, 1, f"{scope}.conv1", pad=0)
+    y = b.relu(b.batchnorm(y, f"{scope}.bn1"), f"{scope}.relu")
+    y = b.conv(y, planes, 3, f"{scope}.conv2", stride=stride)
+    y = b.relu(b.batchnorm(y, f"{scope}.bn2"), f"{scope}.relu_1")
+    y = b.conv(y, planes * 4, 1, f"{scope}.conv3", pad=0)
+    y = b.batchnorm(y, f"{scope}.bn3", gamma_scale=RESIDUAL_GAMMA)
+    y = b.add(y, _downsample(b, x, planes * 4, stride, scope), f"{scope}.add")
+    return b.relu(y, f"{scope}.relu_2")
+
+
+def _resnet(name: str, block, layers: tuple[int, ...], size: int, batch: int, num_classes: int,
+            width: float, opset: int, seed: int) -> onnx.ModelProto:
+    b = OnnxBuilder(name, opset, seed)
+    y = _stem(b, b.input("input", (batch, 3, size, size)), width)
+    for i, n_blocks in enumerate(layers):
+        planes = scaled(64 * 2 ** i, width)
+        for j in range(n_blocks):
+            stride = 2 if (i > 0 and j == 0) else 1
+            y = block(b, y, planes, stride, f"layer{i + 1}.{j}")
+    y = b.flatten(b.global_avgpool(y, "avgpool"), "flatten")
+    b.output(b.gemm(y, num_classes, "fc"))
+    return b.model()
+
+
+def resnet18(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+             opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-18: four stages of two basic blocks (He et al. 2016)."""
+    return _resnet("resnet18", _basic_block, (2, 2, 2, 2), size, batch, num_classes, width,
+                   opset, seed)
+
+
+def resnet50(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+             opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-50: bottleneck blocks (1x1 reduce, 3x3, 1x1 expand x4) in stages 3-4-6-3."""
+    return _resnet("resnet50", _bottleneck, (3, 4, 6, 3), size, batch, num_classes, width,
+                   opset, seed)
