@@ -1,7 +1,7 @@
 """Shape propagation: fill in every Value's TensorType from the graph inputs and constants."""
 from __future__ import annotations
 
-from ..errors import RetargetError, ShapeError, node_context
+from ..errors import RetargetError, ShapeError, UnsupportedOpError, node_context
 from ..ir.graph import Graph
 from ..ops.registry import check_arity, get_op, resolve_attrs
 
@@ -25,8 +25,11 @@ def infer_shapes(graph: Graph) -> Graph:
         try:
             out_types = opdef.infer(attrs, types, consts)
         except RetargetError as e:
-            raise ShapeError(f"{node_context(node)} with inputs "
-                             f"({', '.join(map(str, types))}): {e}") from None
+            # An unsupported feature stays an UnsupportedOpError (callers set those aside);
+            # everything else the shape rule rejects is a ShapeError.
+            kind = UnsupportedOpError if isinstance(e, UnsupportedOpError) else ShapeError
+            raise kind(f"{node_context(node)} with inputs "
+                       f"({', '.join(map(str, types))}): {e}") from None
         except (ValueError, TypeError, IndexError) as e:
             raise ShapeError(f"{node_context(node)} with inputs "
                              f"({', '.join(map(str, types))}): {e}") from None
