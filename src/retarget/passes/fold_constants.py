@@ -37,16 +37,11 @@ def _shape_like(node: Node) -> list[np.ndarray] | None:
     x = node.input(0)
     if x is None or x.type is None:
         return None
-    if node.op == "Size":
-        return [np.array(x.type.numel, dtype=np.int64)]
-    attrs = resolve_attrs(node)
-    rank = x.type.rank
-    start = attrs.get("start", 0) or 0
-    end = attrs.get("end", None)
-    # ONNX Shape-15: negative start/end count from the back; both are clamped to [0, rank].
-    start = min(max(start + rank if start < 0 else start, 0), rank)
-    end = rank if end is None else min(max(end + rank if end < 0 else end, 0), rank)
-    return [np.array(x.type.shape[start:end], dtype=np.int64)]
+    # Run the op's own definition on a stand-in with x's shape and dtype: a broadcast view
+    # of one element, so no tensor of x's size is allocated.
+    stand_in = np.broadcast_to(np.zeros((), x.type.dtype), x.type.shape)
+    from ..targets.cpu.reference import run_node
+    return run_node(node, [stand_in], fast=False)
 
 
 def _too_big(node: Node) -> bool:
