@@ -1,0 +1,73 @@
+"""A compiled Module: the partitioned graph, one kernel per offloaded region, the weights.
+
+    module = retarget.compile(graph, target="toy")
+    outputs = module.run({"x": x})          # host arrays in, host arrays out
+    module.profile                           # per-region time and bytes of the last run
+    module.save("out/resnet18.rtm")          # an artifact directory: JSON + .npz + kernel files
+    same = Module.load("out/resnet18.rtm")   # runs without the original model
+
+The graph is kept whole (CPU regions run its nodes; `--check` runs it on the reference); each
+offloaded region's nodes are also compiled into its kernel.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from ..ir.graph import Graph
+from ..passes.partition import PlacementReport
+from ..targets.base import Kernel, Region, Target
+
+
+@dataclass(slots=True, eq=False)
+class Module:
+    graph: Graph
+    target: Target
+    regions: list[Region]            # execution order; CPU and offloaded regions
+    kernels: dict[str, Kernel]       # offloaded region name -> its kernel
+    report: PlacementReport
+    _executor: object | None = field(default=None, repr=False)
+
+    @property
+    def offloaded(self) -> list[Region]:
+        return [r for r in self.regions if r.target != "cpu"]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run one inference; returns output name -> array (like retarget.run)."""
+        from .executor import Executor
+        if self._executor is None:
+            self._executor = Executor(self)
+        return self._executor.run(inputs)
+
+    @property
+    def profile(self) -> list:
+        """RegionProfiles of the last run (empty before the first)."""
+        return [] if self._executor is None else list(self._executor.profile)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write the artifact directory (see runtime/artifact.py); returns its path."""
+        from .artifact import save_module
+        return save_module(self, directory)
+
+    @staticmethod
+    def load(directory: str | Path) -> "Module":
+        """Read an artifact directory written by `save`. Loads JSON and .npz only."""
+        from .artifact import load_module
+        return load_module(directory)
+
+    def export_regions(self, path: str | Path) -> Path:
+        """Write the offloaded regions as JSON for an outside compiler (docs/partitioning.md)."""
+        from ..targets.external.export import export_regions
+        return export_regions(self, path)
+
+    def close(self) -> None:
+        """Release the device and the kernels' device memory."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
+
+__all__ = ["Module"]

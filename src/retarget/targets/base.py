@@ -1,0 +1,227 @@
+"""The Target interface every backend fills in.
+
+A target is data plus a table of rules (DESIGN.md, principle 4):
+
+- `config`: a frozen dataclass instance (sizes, clock, memory, the minimum region size...);
+  `presets` names ready-made configs.
+- `rules`: op name -> function(target, node, graph) -> Support. An op missing from the table is
+  refused with a reason; the partitioner keeps refused nodes on the CPU and reports why.
+- `lower(region) -> Kernel`: compile one offloaded region. A Kernel serialises itself to files
+  in a Module artifact and is rebuilt from them by `load_kernel`, which looks the kernel kind up
+  in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
+- `make_device()`: the Device (runtime/device.py) that runs the kernels.
+- `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
+
+Subclass only to fill in these fields; the partitioner, compiler, executor and artifact code
+are shared by every target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import TargetError
+from ..ir.graph import Graph, Node, Value
+
+
+@dataclass(frozen=True, slots=True)
+class Support:
+    """A target's answer to "can you run this node?": yes, or no with the reason."""
+    ok: bool
+    reason: str = ""
+
+    @staticmethod
+    def yes(reason: str = "") -> "Support":
+        return Support(True, reason)
+
+    @staticmethod
+    def no(reason: str) -> "Support":
+        return Support(False, reason)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(slots=True, eq=False)
+class Region:
+    """A convex set of nodes that runs as one unit on one target.
+
+    `inputs` are the non-constant values the region reads from outside (graph inputs or
+    values produced by other regions); `outputs` are the values it produces that something
+    outside reads (another region or the graph's outputs). Constants stay inside."""
+    name: str
+    target: str                 # "cpu" or the accelerator target's name
+    nodes: list[Node]           # in topological order
+    inputs: list[Value]
+    outputs: list[Value]
+    macs: int = 0
+
+    def subgraph(self) -> Graph:
+        """The region as a Graph of its own (shares Node and Value objects with the parent)."""
+        return Graph(self.nodes, self.inputs, self.outputs, name=self.name)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+
+# The store every kernel writes its arrays into when a Module is saved (one weights.npz per
+# artifact, keyed by name); values in it are plain NumPy arrays, never objects.
+WeightStore = dict[str, np.ndarray]
+
+
+class Kernel:
+    """Compiled code for one region on one target.
+
+    Lifecycle on a device: `upload(device)` once (places constant weights in device memory),
+    then `run(device, inputs, outputs)` per inference with device pointers for the region's
+    inputs and outputs (in Region.inputs / Region.outputs order), then `release(device)`.
+    `run` submits the kernel's tasks, synchronises and returns the device's TaskRecords."""
+
+    kind: ClassVar[str] = ""   # key in the target's kernel_kinds table
+
+    def upload(self, device) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.upload")
+
+    def run(self, device, inputs: Sequence[int], outputs: Sequence[int]) -> list:
+        raise NotImplementedError(f"{type(self).__name__}.run")
+
+    def release(self, device) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.release")
+
+    def save(self, directory: Path, weights: WeightStore) -> dict:
+        """Write this kernel's own files into `directory` (created by the caller), put its
+        arrays into `weights`, and return a JSON-able spec that `load` rebuilds it from."""
+        raise NotImplementedError(f"{type(self).__name__}.save")
+
+    @classmethod
+    def load(cls, directory: Path, spec: Mapping[str, Any], weights: Mapping[str, np.ndarray],
+             target: "Target") -> "Kernel":
+        raise NotImplementedError(f"{cls.__name__}.load")
+
+
+Rule = Callable[["Target", Node, Graph], Support]
+
+
+class Target:
+    """Base class of every target. See the module docstring for what a subclass fills in."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    config_class: ClassVar[type] = type(None)
+    presets: ClassVar[Mapping[str, Any]] = {}
+    rules: ClassVar[Mapping[str, Rule]] = {}
+    kernel_kinds: ClassVar[Mapping[str, type[Kernel]]] = {}
+
+    def __init__(self, config: Any = None, preset: str | None = None):
+        if config is None:
+            config = self.preset(preset) if preset else self.default_config()
+        if not (is_dataclass(config) and isinstance(config, self.config_class)):
+            raise TargetError(f"target {self.name!r} needs a {self.config_class.__name__} config, "
+                              f"got {type(config).__name__}")
+        self.config = config
+        self.preset_name = preset
+
+    # ---- configuration ----------------------------------------------------------------------
+    @classmethod
+    def default_config(cls):
+        return cls.config_class()
+
+    @classmethod
+    def preset(cls, name: str):
+        if name not in cls.presets:
+            known = ", ".join(cls.presets) or "none"
+            raise TargetError(f"target {cls.name!r} has no preset {name!r}; presets: {known}")
+        return cls.presets[name]
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "Target":
+        """A new target whose config has `overrides` applied (unknown fields -> TargetError)."""
+        if not overrides:
+            return self
+        known = {f.name: f for f in fields(self.config)}
+        unknown = sorted(set(overrides) - set(known))
+        if unknown:
+            raise TargetError(f"unknown config field(s) {unknown} for target {self.name!r}; "
+                              f"known: {sorted(known)}")
+        changes = {k: _coerce(self.name, k, getattr(self.config, k), v) for k, v in overrides.items()}
+        try:
+            cfg = replace(self.config, **changes)
+        except (TypeError, ValueError) as e:
+            raise TargetError(f"invalid config for target {self.name!r}: {e}") from None
+        return type(self)(cfg, preset=self.preset_name)
+
+    def config_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}:{self.preset_name}" if self.preset_name else self.name
+
+    # ---- the rule table ---------------------------------------------------------------------
+    def supports(self, node: Node, graph: Graph) -> Support:
+        """Can this target run `node`? Looks the op up in `rules`."""
+        rule = self.rules.get(node.op)
+        if rule is None:
+            return Support.no(f"{self.name} has no kernel for {node.op}")
+        return rule(self, node, graph)
+
+    @property
+    def min_region_macs(self) -> int:
+        """Regions with fewer MACs than this stay on the CPU (not worth the copies). A config
+        field of the same name sets it; compile(min_region_macs=...) overrides it."""
+        return int(getattr(self.config, "min_region_macs", 0))
+
+    # ---- compilation and execution ----------------------------------------------------------
+    def lower(self, region: Region) -> Kernel:
+        raise NotImplementedError(f"target {self.name!r} does not implement lower()")
+
+    def make_device(self):
+        raise NotImplementedError(f"target {self.name!r} does not implement make_device()")
+
+    def estimate_cost(self, region: Region) -> float | None:
+        """Estimated seconds for `region` on this target, or None without a cost model."""
+        return None
+
+    def load_kernel(self, directory: Path, spec: Mapping[str, Any],
+                    weights: Mapping[str, np.ndarray]) -> Kernel:
+        """Rebuild a kernel saved by Kernel.save, by looking its kind up in `kernel_kinds`."""
+        kind = spec.get("kind")
+        cls = self.kernel_kinds.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise TargetError(f"target {self.name!r} has no kernel kind {kind!r}; "
+                              f"known: {sorted(self.kernel_kinds)}")
+        return cls.load(directory, spec, weights, self)
+
+    def __repr__(self) -> str:
+        return f"<Target {self.spec}>"
+
+
+def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
+    """Convert a config-file or command-line value to the type of the field's current value."""
+    want = type(current)
+    if isinstance(value, want) and not (want is int and isinstance(value, bool)):
+        return value
+    try:
+        if want is bool and isinstance(value, str):
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if want is int and isinstance(value, (str, float)):
+            as_float = float(value)
+            if as_float != int(as_float):
+                raise ValueError(value)
+            return int(as_float)
+        if want in (float, str):
+            return want(value)
+    except (TypeError, ValueError):
+        pass
+    raise TargetError(f"target {target!r}: config field {field_name!r} expects "
+                      f"{want.__name__}, got {value!r}")
+
+
+__all__ = ["Support", "Region", "Kernel", "Target", "Rule", "WeightStore"]

@@ -1,0 +1,104 @@
+"""Export a Module's offloaded regions as JSON for an outside compiler.
+
+This is the route of papers/tvm-nvdla-byoc.txt: annotate and partition in retarget, then give
+each offloaded region to the accelerator vendor's own compiler as a self-describing JSON graph
+plus its weights. The format (version 1) is documented in docs/partitioning.md:
+
+    {"format": "retarget.regions", "version": 1, "target": "toy", "weights": "net.npz",
+     "regions": [{"name": "toy_0", "macs": 123,
+                  "inputs":  [{"name": "x", "shape": [1, 3, 8, 8], "dtype": "float32"}],
+                  "outputs": [{"name": "y", ...}],
+                  "nodes": [{"op": "Conv", "name": "conv1", "attrs": {"strides": [1, 1], ...},
+                             "inputs": [{"name": "x", "kind": "input", "shape": .., "dtype": ..},
+                                        {"name": "w", "kind": "weight", "weight": "w", ...}],
+                             "outputs": [{"name": "c1", "shape": .., "dtype": ..}]}]}]}
+
+Input kinds: "input" (a region input, fed at run time), "weight" (a constant; its array is
+`weights[<weight>]` in the .npz), "internal" (produced by an earlier node of the same region).
+Attribute values are JSON numbers, strings and lists; array attributes are {"$array": key}
+into the same .npz. Nothing in the export is executable.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import RetargetError
+from ...ir.graph import Node, Value
+from ...ops.registry import resolve_attrs
+
+FORMAT = "retarget.regions"
+VERSION = 1
+
+
+def _tensor(v: Value) -> dict[str, Any]:
+    return {"name": v.name, "shape": None if v.type is None else list(v.type.shape),
+            "dtype": None if v.type is None else v.type.dtype}
+
+
+def _attr(node: Node, key: str, a: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if isinstance(a, np.ndarray):
+        k = f"attr:{node.name}:{key}"
+        arrays[k] = a
+        return {"$array": k}
+    if isinstance(a, np.generic):
+        return a.item()
+    if isinstance(a, (list, tuple)):
+        return [_attr(node, key, x, arrays) for x in a]
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return a
+    raise RetargetError(f"{node.op} '{node.name}': attribute {key!r} ({type(a).__name__}) "
+                        f"cannot be exported")
+
+
+def regions_to_json(module) -> tuple[dict, dict[str, np.ndarray]]:
+    """The export document and the arrays it refers to (weights and array attributes)."""
+    arrays: dict[str, np.ndarray] = {}
+    regions = []
+    for r in module.offloaded:
+        region_inputs = {id(v) for v in r.inputs}
+        nodes = []
+        for n in r.nodes:
+            ins = []
+            for v in n.inputs:
+                if v is None:
+                    ins.append(None)
+                    continue
+                e = _tensor(v)
+                if v.is_const:
+                    e["kind"], e["weight"] = "weight", v.name
+                    arrays[v.name] = np.asarray(v.const)
+                else:
+                    e["kind"] = "input" if id(v) in region_inputs else "internal"
+                ins.append(e)
+            # Attributes with defaults filled in: an outside compiler should not need to know
+            # retarget's (ONNX's) defaults.
+            attrs = {k: _attr(n, k, a, arrays) for k, a in resolve_attrs(n).items()}
+            nodes.append({"op": n.op, "name": n.name, "attrs": attrs, "inputs": ins,
+                          "outputs": [_tensor(v) for v in n.outputs]})
+        regions.append({"name": r.name, "macs": r.macs, "inputs": [_tensor(v) for v in r.inputs],
+                        "outputs": [_tensor(v) for v in r.outputs], "nodes": nodes})
+    doc = {"format": FORMAT, "version": VERSION, "target": module.target.name,
+           "regions": regions}
+    return doc, arrays
+
+
+def export_regions(module, path: str | Path) -> Path:
+    """Write the export to `path` (.json) and its arrays beside it (.npz); returns the path."""
+    path = Path(path)
+    if path.suffix != ".json":
+        raise RetargetError(f"export path {path} must end in .json (the arrays go to a .npz beside it)")
+    doc, arrays = regions_to_json(module)
+    npz = path.with_suffix(".npz")
+    doc["weights"] = npz.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(npz, "wb") as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    return path
+
+
+__all__ = ["export_regions", "regions_to_json", "FORMAT", "VERSION"]
