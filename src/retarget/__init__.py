@@ -4,6 +4,8 @@ Public API
 - load(path, input_shapes=None) -> Graph        import an ONNX file
 - from_torch(module, example_input) -> Graph    import a PyTorch module (needs the torch extra)
 - run(graph, inputs, intermediates=False)        run on the NumPy reference executor
+- compile(graph, target="cpu", cpu_nodes=(), min_region_macs=None, config=None) -> Module
+                                                 partition and lower for a target (compiler.py)
 """
 from .errors import RetargetError
 from .ir import Graph, Node, TensorType, Value
@@ -18,10 +20,18 @@ def load(path, input_shapes=None, simplify: bool = True):
     return load_onnx(path, input_shapes=input_shapes, simplify=simplify)
 
 
+def compile(graph, target="cpu", **options):
+    """Partition and lower `graph` for `target`; returns a runnable, savable Module.
+    See retarget.compiler.compile for the options."""
+    from .compiler import compile as _compile
+    return _compile(graph, target, **options)
+
+
 def from_torch(module, example_input, simplify: bool = True):
     """Import a PyTorch module by exporting it to ONNX in memory."""
     from .frontend.torch import from_torch as _from_torch
     return _from_torch(module, example_input, simplify=simplify)
 
 
-__all__ = ["Graph", "Node", "TensorType", "Value", "RetargetError", "load", "from_torch", "run"]
+__all__ = ["Graph", "Node", "TensorType", "Value", "RetargetError", "load", "from_torch", "run",
+           "compile"]

@@ -1,0 +1,160 @@
+"""`retarget compile MODEL --target T [-o DIR]`: partition and lower a model, print where every
+node runs, and write the Module artifact.
+
+Also home of `run_compiled(args)`, the compiled-run path behind
+`retarget run DIR|MODEL --target T [--check]` (wired into run_cmd.py), and of the shared
+`--plugin` option that loads a target defined outside retarget (a Python file the user names,
+e.g. examples/toy_accelerator.py; artifacts themselves never contain code).
+"""
+from __future__ import annotations
+
+import argparse
+import runpy
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError, TargetError
+
+
+def add_target_options(p: argparse.ArgumentParser, *, target_required: bool) -> None:
+    """--target, --config KEY=VALUE, --plugin FILE: shared by compile and the compiled run."""
+    p.add_argument("--target", "-t", required=target_required, default=None,
+                   help="target name, name:preset, or a .toml/.json config file "
+                        "(see `retarget targets`)")
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a target config field (repeatable)")
+    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
+                   help="Python file defining and registering a target (repeatable)")
+
+
+def add_compile_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpu-node", action="append", default=[], metavar="NAME",
+                   help="force node(s) onto the CPU; glob patterns allowed (repeatable)")
+    p.add_argument("--min-region-macs", type=int, default=None, metavar="N",
+                   help="offload only regions of at least N MACs (default: the target's rule)")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "compile", help="partition and compile a model for a target",
+        description="Partition MODEL between the target and the CPU, lower the offloaded "
+                    "regions, print the placement report and write the module artifact.")
+    p.add_argument("model", help="ONNX model file")
+    add_target_options(p, target_required=True)
+    add_compile_options(p)
+    p.add_argument("-o", "--output", default=None, metavar="DIR",
+                   help="write the compiled module to DIR (a directory of JSON + .npz)")
+    p.add_argument("--export-regions", default=None, metavar="FILE.json",
+                   help="also export the offloaded regions as JSON for an outside compiler")
+    p.set_defaults(func=run_compile)
+
+
+def load_plugins(paths: list[str]) -> None:
+    for path in paths:
+        if not Path(path).is_file():
+            raise TargetError(f"plugin {path} does not exist")
+        runpy.run_path(path)  # a file the user named on the command line, as `python FILE` would
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TargetError(f"--config {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def compile_from_args(args: argparse.Namespace):
+    from ..compiler import compile
+    load_plugins(args.plugin)
+    return compile(args.model, args.target or "cpu", cpu_nodes=args.cpu_node,
+                   min_region_macs=args.min_region_macs, config=parse_overrides(args.config))
+
+
+def run_compile(args: argparse.Namespace) -> int:
+    module = compile_from_args(args)
+    print(module.report.table())
+    if args.output:
+        module.save(args.output)
+        print(f"wrote {args.output}")
+    if args.export_regions:
+        module.export_regions(args.export_regions)
+        print(f"wrote {args.export_regions}")
+    return 0
+
+
+# ---- the compiled run --------------------------------------------------------------------------
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """The options run_compiled reads, for the `run` subcommand to add."""
+    add_target_options(p, target_required=False)
+    add_compile_options(p)
+    p.add_argument("--check", action="store_true",
+                   help="compare the outputs with the CPU reference executor")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="input array (default: seeded random data)")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
+    p.add_argument("--profile", action="store_true", help="print the per-region profile")
+
+
+def run_compiled(args: argparse.Namespace) -> int:
+    """Run a module artifact directory (args.model is a DIR) or compile MODEL for args.target
+    and run it. Prints the outputs' summary (and the profile); with args.check, compares with
+    the CPU reference and returns 1 when they differ."""
+    from ..runtime.executor import format_profile
+    from ..runtime.module import Module
+    from ..targets.cpu.reference import run_graph
+
+    path = Path(args.model)
+    if path.is_dir():
+        load_plugins(getattr(args, "plugin", []))
+        if args.target:
+            raise TargetError(f"{path} is a compiled module (for its own target); "
+                              f"--target applies to model files only")
+        module = Module.load(path)
+    else:
+        module = compile_from_args(args)
+    inputs = make_inputs(module.graph, args.input, args.seed)
+    outputs = module.run(inputs)
+    for name, a in outputs.items():
+        print(f"{name}: {a.dtype}{list(a.shape)} mean={float(np.mean(a)):.6g} "
+              f"min={float(np.min(a)) if a.size else 0:.6g} max={float(np.max(a)) if a.size else 0:.6g}")
+    if getattr(args, "profile", False):
+        print(format_profile(module.profile))
+    status = 0
+    if args.check:
+        ref = run_graph(module.graph, inputs)
+        for name, a in outputs.items():
+            r = ref[name]
+            same = a.shape == r.shape and np.allclose(a, r, rtol=1e-5, atol=1e-5)
+            diff = float(np.max(np.abs(a.astype(np.float64) - r))) if a.shape == r.shape and a.size else 0.0
+            print(f"check {name}: {'ok' if same else 'MISMATCH'} (max abs diff {diff:.3g})")
+            status |= 0 if same else 1
+    module.close()
+    return status
+
+
+def make_inputs(graph, given: list[str], seed: int) -> dict[str, np.ndarray]:
+    """Inputs from NAME=FILE.npy arguments, the rest seeded random data of the right type."""
+    arrays = {}
+    for item in given:
+        name, sep, file = item.partition("=")
+        if not sep:
+            raise InputError(f"--input {item!r}: expected NAME=FILE.npy")
+        arrays[name] = np.load(file, allow_pickle=False)
+    rng = np.random.default_rng(seed)
+    for v in graph.inputs:
+        if v.name in arrays:
+            continue
+        if v.type is None:
+            raise InputError(f"input {v.name!r} has no static shape; give it with --input")
+        dt = np.dtype(v.type.dtype)
+        if dt.kind == "f":
+            arrays[v.name] = rng.standard_normal(v.type.shape).astype(dt)
+        elif dt.kind == "b":
+            arrays[v.name] = rng.integers(0, 2, v.type.shape).astype(dt)
+        else:
+            arrays[v.name] = rng.integers(0, 10, v.type.shape).astype(dt)
+    return arrays
