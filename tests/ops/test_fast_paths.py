@@ -1,0 +1,222 @@
+"""Fast paths vs definitions (hypothesis, random shapes/attributes), and each op vs onnxruntime
+on single-node ONNX models at opsets 13 and 17."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, settings, strategies as st
+from onnx import helper, numpy_helper
+
+from retarget.frontend.onnx import from_onnx_model
+from retarget.ops import OPS
+from retarget.passes.infer_shapes import infer_shapes
+from retarget.targets.cpu.reference import run_graph
+
+ort = pytest.importorskip("onnxruntime")
+
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+def _run_both(op: str, inputs: list, attrs: dict) -> tuple[list, list]:
+    d = OPS[op]
+    return d.run(inputs, dict(d.attrs, **attrs), fast=True), \
+        d.run(inputs, dict(d.attrs, **attrs), fast=False)
+
+
+@st.composite
+def conv_case(draw):
+    nsp = draw(st.sampled_from([1, 2, 2, 3]))
+    group = draw(st.sampled_from([1, 1, 2, 3]))
+    depthwise = draw(st.booleans()) and group > 1
+    cg = 1 if depthwise else draw(st.integers(1, 3))
+    mg = 1 if depthwise else draw(st.integers(1, 3))
+    kernel = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    dil = [draw(st.integers(1, 2)) for _ in range(nsp)]
+    strides = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    size = [draw(st.integers((k - 1) * d + 1, 7 if nsp < 3 else 5)) for k, d in zip(kernel, dil)]
+    auto_pad = draw(st.sampled_from(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    attrs = dict(group=group, kernel_shape=kernel, dilations=dil, strides=strides,
+                 auto_pad=auto_pad)
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [draw(st.integers(0, 2)) for _ in range(2 * nsp)]
+    n = draw(st.integers(1, 2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    x = rng.standard_normal((n, cg * group, *size)).astype(np.float32)
+    w = rng.standard_normal((mg * group, cg, *kernel)).astype(np.float32)
+    b = rng.standard_normal(mg * group).astype(np.float32) if draw(st.booleans()) else None
+    return x, w, b, attrs
+
+
+@SETTINGS
+@given(conv_case())
+def test_conv_fast_matches_definition(case):
+    x, w, b, attrs = case
+    fast, naive = _run_both("Conv", [x, w, b], attrs)
+    assert fast[0].shape == naive[0].shape and fast[0].dtype == np.float32
+    np.testing.assert_allclose(fast[0], naive[0], rtol=1e-4, atol=1e-5)
+
+
+@st.composite
+def pool_case(draw):
+    nsp = draw(st.sampled_from([1, 2, 2, 3]))
+    kernel = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    dil = [draw(st.integers(1, 2)) for _ in range(nsp)]
+    strides = [draw(st.integers(1, 3)) for _ in range(nsp)]
+    size = [draw(st.integers((k - 1) * d + 1, 8 if nsp < 3 else 5)) for k, d in zip(kernel, dil)]
+    auto_pad = draw(st.sampled_from(["NOTSET", "NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]))
+    attrs = dict(kernel_shape=kernel, dilations=dil, strides=strides, auto_pad=auto_pad,
+                 ceil_mode=int(draw(st.booleans()) and auto_pad == "NOTSET"))
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [draw(st.integers(0, k - 1)) for k in kernel * 2]
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), draw(st.integers(1, 3)), *size))
+    return x.astype(np.float32), attrs
+
+
+@SETTINGS
+@given(pool_case(), st.sampled_from([0, 1]))
+def test_maxpool_fast_matches_definition(case, storage_order):
+    x, attrs = case
+    fast, naive = _run_both("MaxPool", [x], dict(attrs, storage_order=storage_order))
+    np.testing.assert_array_equal(fast[0], naive[0])
+    np.testing.assert_array_equal(fast[1], naive[1])
+
+
+@SETTINGS
+@given(pool_case(), st.sampled_from([0, 1]))
+def test_averagepool_fast_matches_definition(case, count_include_pad):
+    x, attrs = case
+    fast, naive = _run_both("AveragePool", [x], dict(attrs, count_include_pad=count_include_pad))
+    np.testing.assert_allclose(fast[0], naive[0], rtol=1e-5, atol=1e-6)
+
+
+@SETTINGS
+@given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 6), st.booleans(), st.booleans(),
+       st.floats(-2, 2), st.floats(-2, 2), st.sampled_from([None, "row", "col", "full"]))
+def test_gemm_fast_matches_definition(m, k, n, ta, tb, alpha, beta, c_kind):
+    rng = np.random.default_rng(m * 100 + k * 10 + n)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    c = {None: None, "row": (n,), "col": (m, 1), "full": (m, n)}[c_kind]
+    c = None if c is None else rng.standard_normal(c).astype(np.float32)
+    fast, naive = _run_both("Gemm", [a, b, c], dict(alpha=alpha, beta=beta, transA=int(ta),
+                                                     transB=int(tb)))
+    np.testing.assert_allclose(fast[0], naive[0], rtol=1e-4, atol=1e-5)
+
+
+@SETTINGS
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=4),
+       st.lists(st.integers(1, 3), min_size=1, max_size=4), st.integers(1, 5))
+def test_matmul_fast_matches_definition(a_shape, b_shape, k):
+    a_shape = a_shape[:-1] + [k] if len(a_shape) > 1 else [k]
+    b_shape = b_shape[:-2] + [k, b_shape[-1]] if len(b_shape) > 1 else [k]
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    try:
+        expected = np.matmul(a, b)
+    except ValueError:  # batch dims that do not broadcast: both paths must refuse
+        with pytest.raises(Exception):
+            OPS["MatMul"].run([a, b], {})
+        return
+    fast, naive = _run_both("MatMul", [a, b], {})
+    assert fast[0].shape == naive[0].shape == expected.shape
+    np.testing.assert_allclose(fast[0], naive[0], rtol=1e-4, atol=1e-5)
+
+
+# ---- every op vs onnxruntime on single-node models ------------------------------------------------
+def single_node_model(op: str, inputs: dict, consts: dict, attrs: dict, opset: int,
+                      n_outputs: int = 1) -> onnx.ModelProto:
+    names = list(inputs) + list(consts)
+    node = helper.make_node(op, names, [f"y{i}" for i in range(n_outputs)], **attrs)
+    g = helper.make_graph(
+        [node], op,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in inputs.items()],
+        [helper.make_empty_tensor_value_info(f"y{i}") for i in range(n_outputs)],
+        initializer=[numpy_helper.from_array(v, k) for k, v in consts.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def check_vs_ort(op, inputs, consts, attrs, opset, n_outputs=1, rtol=1e-5, atol=1e-5):
+    model = single_node_model(op, inputs, consts, attrs, opset, n_outputs)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    expected = sess.run(None, inputs)
+    graph = infer_shapes(from_onnx_model(model))
+    for fast in (True, False):
+        got = run_graph(graph, inputs, fast=fast)
+        for i, e in enumerate(expected):
+            g = got[f"y{i}"]
+            assert g.shape == e.shape and g.dtype == e.dtype, (fast, g.shape, e.shape)
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"fast={fast}")
+
+
+def _r(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+OPSETS = [13, 17]
+ORT_CASES = [
+    ("Conv", {"x": _r(1, 4, 9, 9)}, {"w": _r(6, 4, 3, 3, seed=1), "b": _r(6, seed=2)},
+     dict(strides=[2, 2], pads=[1, 0, 2, 1])),
+    ("Conv", {"x": _r(2, 6, 8, 7)}, {"w": _r(6, 2, 3, 2, seed=1)},
+     dict(group=3, strides=[2, 1], auto_pad="SAME_UPPER")),
+    ("Conv", {"x": _r(1, 4, 9, 8)}, {"w": _r(4, 4, 3, 3, seed=1)},
+     dict(dilations=[2, 3], pads=[2, 1, 0, 3])),
+    ("Conv", {"x": _r(1, 8, 10, 10)}, {"w": _r(8, 1, 3, 3, seed=1), "b": _r(8, seed=3)},
+     dict(group=8, pads=[1, 1, 1, 1], strides=[2, 2])),  # depthwise
+    ("Conv", {"x": _r(1, 16, 7, 7)}, {"w": _r(8, 16, 1, 1, seed=1)}, dict(strides=[2, 2])),
+    ("Conv", {"x": _r(1, 3, 11)}, {"w": _r(5, 3, 4, seed=1)}, dict(auto_pad="SAME_LOWER")),
+    ("Conv", {"x": _r(1, 2, 5, 6, 5)}, {"w": _r(3, 2, 2, 3, 2, seed=1)}, dict(pads=[1] * 6)),
+    ("ConvTranspose", {"x": _r(1, 4, 5, 5)}, {"w": _r(4, 3, 3, 3, seed=1), "b": _r(3, seed=2)},
+     dict(strides=[2, 2], pads=[1, 1, 0, 0], output_padding=[1, 0])),
+    ("ConvTranspose", {"x": _r(1, 4, 4, 3)}, {"w": _r(4, 2, 2, 3, seed=1)},
+     dict(group=2, dilations=[2, 1], strides=[3, 2], output_shape=[12, 8])),
+    ("MaxPool", {"x": _r(1, 3, 9, 9)}, {}, dict(kernel_shape=[3, 3], strides=[2, 2],
+                                               pads=[1, 1, 1, 1])),
+    ("MaxPool", {"x": _r(1, 2, 8, 7)}, {}, dict(kernel_shape=[3, 2], strides=[2, 2],
+                                               ceil_mode=1, dilations=[1, 2])),
+    ("MaxPool", {"x": _r(1, 2, 7, 7)}, {}, dict(kernel_shape=[2, 2], auto_pad="SAME_UPPER",
+                                               strides=[2, 2])),
+    ("AveragePool", {"x": _r(1, 3, 9, 8)}, {}, dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                   pads=[1, 1, 1, 1], count_include_pad=1)),
+    ("AveragePool", {"x": _r(1, 3, 8, 8)}, {}, dict(kernel_shape=[3, 3], strides=[2, 2],
+                                                   pads=[1, 0, 1, 0], ceil_mode=1)),
+    ("AveragePool", {"x": _r(1, 2, 7, 6)}, {}, dict(kernel_shape=[2, 3], auto_pad="SAME_LOWER")),
+    ("GlobalAveragePool", {"x": _r(2, 3, 5, 4)}, {}, {}),
+    ("GlobalMaxPool", {"x": _r(2, 3, 5, 4)}, {}, {}),
+    ("BatchNormalization", {"x": _r(2, 3, 4, 5)},
+     {"s": _r(3, seed=1), "b": _r(3, seed=2), "m": _r(3, seed=3),
+      "v": np.abs(_r(3, seed=4)) + 0.1}, dict(epsilon=1e-3)),
+    ("LRN", {"x": _r(1, 7, 4, 4)}, {}, dict(size=3, alpha=2e-4, beta=0.75, bias=2.0)),
+    ("LRN", {"x": _r(1, 6, 3, 3)}, {}, dict(size=5)),  # ORT takes odd sizes only
+    ("Gemm", {"a": _r(5, 4)}, {"b": _r(3, 4, seed=1), "c": _r(3, seed=2)},
+     dict(transB=1, alpha=0.5, beta=2.0)),
+    ("Gemm", {"a": _r(4, 5)}, {"b": _r(4, 3, seed=1)}, dict(transA=1)),
+    ("MatMul", {"a": _r(2, 1, 3, 4)}, {"b": _r(5, 4, 2, seed=1)}, {}),
+    ("MatMul", {"a": _r(4)}, {"b": _r(3, 4, 2, seed=1)}, {}),
+    ("MatMul", {"a": _r(2, 3, 4)}, {"b": _r(4, seed=1)}, {}),
+]
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+@pytest.mark.parametrize("case", range(len(ORT_CASES)),
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(ORT_CASES)])
+def test_op_matches_onnxruntime(case, opset):
+    op, inputs, consts, attrs = ORT_CASES[case]
+    check_vs_ort(op, inputs, consts, attrs, opset)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_maxpool_indices_match_onnxruntime(opset):
+    check_vs_ort("MaxPool", {"x": _r(2, 3, 7, 6)}, {},
+                 dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), opset, n_outputs=2)
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_integer_maxpool_matches_onnxruntime(opset):
+    x = np.random.default_rng(0).integers(-128, 128, (1, 2, 6, 6)).astype(np.int8)
+    check_vs_ort("MaxPool", {"x": x}, {}, dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1]), opset)
