@@ -152,14 +152,19 @@ def _clip(x, lo=None, hi=None):
     for bound in (lo, hi):
         if bound is not None and bound.size != 1:
             raise ShapeError(f"Clip bounds must be scalars, got shape {bound.shape}")
-    y = x if lo is None else np.maximum(x, lo.reshape(()))
-    y = y if hi is None else np.minimum(y, hi.reshape(()))
+    y = x if lo is None else np.maximum(x, lo.reshape(()).astype(x.dtype))
+    y = y if hi is None else np.minimum(y, hi.reshape(()).astype(x.dtype))
     return y.astype(x.dtype, copy=False)
 
 
 def _clip_infer(attrs, types, consts):
-    _same_dtypes("Clip", types)
-    return [types[0]]
+    x = types[0]
+    for bound in types[1:]:
+        # Float bounds of another width come from upgraded Clip-6 nodes (float32 attributes).
+        if bound is not None and bound.dtype != x.dtype and not (
+                bound.dtype in FLOATS and x.dtype in FLOATS):
+            raise ShapeError(f"Clip bounds must have the input's dtype: {bound} vs {x}")
+    return [x]
 
 
 register(OpDef("Clip", _clip, _clip_infer, num_inputs=(1, 3)))
@@ -202,11 +207,9 @@ def _div(a, b):
 
 
 def _mod(a, b, fmod):
+    _check_no_int_zero_division(a, b)
     if fmod:
         return np.fmod(a, b)  # sign of the dividend, like C fmod
-    if a.dtype.kind not in "iu":
-        raise ShapeError(f"Mod on {a.dtype} needs fmod=1 (ONNX forbids fmod=0 for floats)")
-    _check_no_int_zero_division(a, b)
     return np.mod(a, b)  # sign of the divisor, like Python %
 
 
@@ -227,13 +230,31 @@ _binary("Div", _div)
 _binary("Mod", _mod, attrs={"fmod": 0})
 _binary("Pow", _pow, mixed=True)
 _binary("PRelu", _prelu)
-_binary("BitShift", lambda a, b, direction: np.left_shift(a, b) if direction == "LEFT"
-        else np.right_shift(a, b), attrs={"direction": REQUIRED},
-        dtypes=("uint8", "uint16", "uint32", "uint64"))
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def _bit_shift(a, b, direction):
+    if direction not in ("LEFT", "RIGHT"):
+        raise UnsupportedOpError(f"BitShift direction={direction!r}; known: 'LEFT', 'RIGHT'")
+    a, b = np.broadcast_arrays(a, b)
+    bits = a.dtype.itemsize * 8
+    # ONNX defines shifts by a negative amount or by >= the bit width: every bit shifted out,
+    # so LEFT gives 0 and RIGHT gives the sign fill (0 or -1). C leaves them undefined.
+    valid = (b >= 0) & (b < bits)
+    amount = np.where(valid, b, 0).astype(a.dtype)
+    unsigned = np.dtype(f"u{a.dtype.itemsize}")
+    if direction == "LEFT":
+        # Shift the bit pattern (as unsigned) so signed overflow wraps instead of being UB.
+        shifted = np.left_shift(a.view(unsigned), amount.view(unsigned)).view(a.dtype)
+        return np.where(valid, shifted, 0)
+    fill = np.where(a < 0, -1, 0) if a.dtype.kind == "i" else 0
+    return np.where(valid, np.right_shift(a, amount), fill)
+
+
+_binary("BitShift", _bit_shift, attrs={"direction": REQUIRED}, dtypes=INTS)
 for _name, _fn in (("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or),
                    ("BitwiseXor", np.bitwise_xor)):
-    _binary(_name, _fn, dtypes=("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-                                "uint64"))
+    _binary(_name, _fn, dtypes=INTS)
 for _name, _fn in (("Equal", np.equal), ("Less", np.less), ("LessOrEqual", np.less_equal),
                    ("Greater", np.greater), ("GreaterOrEqual", np.greater_equal)):
     _binary(_name, _fn, out_dtype="bool")

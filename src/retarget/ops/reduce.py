@@ -13,7 +13,7 @@ from ..errors import ShapeError
 from ..ir.types import TensorType
 from .common import need_const, same_as_input
 from .registry import OpDef, register
-from .tensor import normalize_axes, normalize_axis
+from .tensor import normalize_axes, normalize_axis, optional
 
 FLOATS = ("float16", "float32", "float64")
 
@@ -95,7 +95,7 @@ def _reduce(name: str, fn) -> OpDef:
         x = types[0]
         if x.dtype == "bool" and name not in ("ReduceMax", "ReduceMin"):
             raise ShapeError(f"{name} does not take bool tensors")
-        axes = None if types[1] is None else need_const(consts, 1, f"{name}'s axes input")
+        axes = None if optional(types, 1) is None else need_const(consts, 1, f"{name}'s axes input")
         red = _reduced_axes(x.rank, axes, attrs["noop_with_empty_axes"])
         return [TensorType(_reduced_shape(x.shape, red, attrs["keepdims"]), x.dtype)]
 

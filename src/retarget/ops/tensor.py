@@ -32,6 +32,11 @@ def normalize_axes(axes, rank: int, what: str = "axes") -> list[int]:
     return out
 
 
+def optional(seq: list, i: int):
+    """seq[i], or None when input i is omitted (infer sees only the inputs the node has)."""
+    return seq[i] if i < len(seq) else None
+
+
 def _ints(array) -> list[int]:
     return [int(v) for v in np.asarray(array).reshape(-1)]
 
@@ -45,15 +50,32 @@ def _check_int_input(op: str, t: TensorType, what: str) -> None:
 register(OpDef("Identity", lambda x: x, same_as_input))
 
 
+def _reject_training(ratio, training_mode) -> None:
+    # Training-mode dropout is random: retarget compiles inference graphs only. With ratio 0
+    # it is the identity, so that one form is accepted.
+    if training_mode is not None and bool(training_mode):
+        if ratio is None or float(np.asarray(ratio).reshape(())) != 0.0:
+            raise UnsupportedOpError("Dropout in training mode (random masking) is not "
+                                     "supported; export the model in inference mode")
+
+
 def _dropout(x, ratio=None, training_mode=None, seed=None):
-    if training_mode is not None and bool(training_mode) and (ratio is None or float(ratio) != 0.0):
-        # Training-mode dropout is random: retarget compiles inference graphs only.
-        raise UnsupportedOpError("Dropout in training mode (random masking) is not supported; "
-                                 "export the model in inference mode")
+    _reject_training(0.5 if ratio is None else ratio, training_mode)
     return x, np.ones(x.shape, dtype=bool)
 
 
 def _dropout_infer(attrs, types, consts):
+    if optional(types, 2) is not None:
+        if consts[2] is None:
+            raise UnsupportedOpError("Dropout with a run-time training_mode input is not "
+                                     "supported; retarget compiles inference graphs")
+        if optional(types, 1) is None:
+            _reject_training(0.5, consts[2])  # ONNX's default ratio
+        elif consts[1] is not None:
+            _reject_training(consts[1], consts[2])
+        elif bool(consts[2]):
+            raise UnsupportedOpError("Dropout in training mode with a run-time ratio is not "
+                                     "supported")
     return [types[0], TensorType(types[0].shape, "bool")]
 
 
@@ -159,7 +181,7 @@ def _reshape(x, shape, allowzero):
 
 
 def _reshape_infer(attrs, types, consts):
-    _check_int_input("Reshape", types[1], "shape") if types[1].dtype != "int64" else None
+    _check_int_input("Reshape", types[1], "shape")
     shape = need_const(consts, 1, "Reshape's shape input")
     return [TensorType(reshape_target(types[0].shape, shape, attrs["allowzero"]), types[0].dtype)]
 
@@ -208,7 +230,7 @@ def _squeeze_shape(shape: tuple[int, ...], axes) -> tuple[int, ...]:
 
 
 def _squeeze_infer(attrs, types, consts):
-    axes = None if types[1] is None else need_const(consts, 1, "Squeeze's axes input")
+    axes = None if optional(types, 1) is None else need_const(consts, 1, "Squeeze's axes input")
     return [TensorType(_squeeze_shape(types[0].shape, axes), types[0].dtype)]
 
 
@@ -271,7 +293,7 @@ def _split(x, split=None, *, axis, num_outputs):
 def _split_infer(attrs, types, consts):
     x = types[0]
     axis = normalize_axis(attrs["axis"], x.rank)
-    split = None if types[1] is None else need_const(consts, 1, "Split's split input")
+    split = None if optional(types, 1) is None else need_const(consts, 1, "Split's split input")
     out = []
     for s in _split_sizes(x.shape[axis], split, attrs["num_outputs"]):
         shape = list(x.shape)
@@ -383,7 +405,7 @@ def _slice(x, starts, ends, axes=None, steps=None):
 
 
 def _slice_infer(attrs, types, consts):
-    args = [need_const(consts, i, f"Slice's {n} input") if types[i] is not None else None
+    args = [need_const(consts, i, f"Slice's {n} input") if optional(types, i) is not None else None
             for i, n in ((1, "starts"), (2, "ends"), (3, "axes"), (4, "steps"))]
     sl = _slices(types[0].shape, *args)
     shape = tuple(len(range(*s.indices(d))) for s, d in zip(sl, types[0].shape))
@@ -428,7 +450,7 @@ def _pad(x, pads, constant_value=None, axes=None, *, mode):
 
 def _pad_infer(attrs, types, consts):
     x = types[0]
-    axes = None if types[3] is None else need_const(consts, 3, "Pad's axes input")
+    axes = None if optional(types, 3) is None else need_const(consts, 3, "Pad's axes input")
     widths = _pad_widths(x.rank, need_const(consts, 1, "Pad's pads input"), axes)
     shape = tuple(d + b + e for d, (b, e) in zip(x.shape, widths))
     if any(d < 0 for d in shape):
