@@ -1,0 +1,169 @@
+"""`retarget run MODEL (--input x.npy | --input NAME=x.npy ... | --random [--seed N])
+[--output y.npy|out.npz]`: run a model on the reference executor and summarise its outputs.
+
+With `--target T` (or a compiled module directory as MODEL) the model is compiled and run
+through `compile_cmd.run_compiled` instead.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..ir.graph import Graph
+from .compile_cmd import add_compile_options, add_target_options, run_compiled
+from .inspect_cmd import add_input_shape_option, load_model, model_input_names
+
+TOP_K = 5
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "run", help="run a model on the reference executor (or compiled, with --target)",
+        description="Run MODEL on the NumPy reference executor with inputs from .npy/.npz files "
+                    "or seeded random data, print each output's shape and summary (top-5 "
+                    "for a classifier's scores) and optionally save them.")
+    p.add_argument("model", help="ONNX model file (or a compiled module directory with --target)")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
+                   help="input array: FILE.npy for a one-input model, NAME=FILE.npy per input, "
+                        "or FILE.npz holding arrays by input name (repeatable)")
+    p.add_argument("--random", action="store_true",
+                   help="fill the inputs not given by --input with seeded random data")
+    p.add_argument("--seed", type=int, default=0, help="seed for --random (default 0)")
+    p.add_argument("--output", "-o", default=None, metavar="FILE.npy|FILE.npz",
+                   help="save the outputs: .npy for a one-output model, .npz by output name")
+    add_input_shape_option(p)
+    # The compiled path (compile_cmd.run_compiled) reads these.
+    add_target_options(p, target_required=False)
+    add_compile_options(p)
+    p.add_argument("--check", action="store_true",
+                   help="with --target: compare with the CPU reference executor")
+    p.add_argument("--profile", action="store_true", help="with --target: print the profile")
+    p.set_defaults(func=run_model)
+
+
+def run_model(args: argparse.Namespace) -> int:
+    if args.target or Path(args.model).is_dir():
+        return run_compiled(args)
+    from ..frontend.onnx import read_onnx
+    given = read_input_files(args.input, model_input_names(read_onnx(args.model)))
+    graph = load_model(args.model, args.input_shape, _dynamic_bindings(args.model, given))
+    inputs = complete_inputs(graph, given, args.random, args.seed)
+    from ..targets.cpu.reference import run_graph
+    outputs = run_graph(graph, inputs)
+    print(summarize_outputs(outputs))
+    if args.output:
+        save_outputs(outputs, args.output)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _load_array_file(path: str, item: str):
+    try:
+        return np.load(path, allow_pickle=False)  # never unpickle what a user hands us
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, EOFError) as e:
+        raise InputError(f"--input {item!r}: {path} is not a readable .npy/.npz file "
+                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+
+
+def read_input_files(items: list[str], input_names: list[str]) -> dict[str, np.ndarray]:
+    """--input arguments -> {input name: array}."""
+    arrays: dict[str, np.ndarray] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            name, path = "", item
+        data = _load_array_file(path, item)
+        if isinstance(data, np.lib.npyio.NpzFile):
+            with data:
+                if name:  # NAME=file.npz: the file must hold that one array
+                    if name not in data.files:
+                        raise InputError(f"--input {item!r}: {path} has no array {name!r} "
+                                         f"(it has {data.files})")
+                    arrays[name] = data[name]
+                else:
+                    arrays.update({k: data[k] for k in data.files})
+            continue
+        if not name:
+            if len(input_names) != 1:
+                raise InputError(f"--input {item!r}: the model has inputs {input_names}; give "
+                                 f"each as NAME=FILE.npy")
+            name = input_names[0]
+        arrays[name] = data
+    unknown = sorted(set(arrays) - set(input_names))
+    if unknown:
+        raise InputError(f"--input gives unknown input(s) {unknown}; the model's inputs are "
+                         f"{input_names}")
+    return arrays
+
+
+def _dynamic_bindings(path: str, given: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
+    """Shapes for inputs the model leaves dynamic, taken from the arrays given for them.
+    Static inputs are not bound, so an array of the wrong shape is reported as such."""
+    from ..frontend.onnx import read_onnx
+    bind = {}
+    for vi in read_onnx(path).graph.input:
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in given and any(not d.HasField("dim_value") for d in dims):
+            bind[vi.name] = tuple(given[vi.name].shape)
+    return bind
+
+
+def complete_inputs(graph: Graph, given: dict[str, np.ndarray], random: bool,
+                    seed: int) -> dict[str, np.ndarray]:
+    """The given arrays plus, with `random`, seeded random data for the other inputs."""
+    missing = [v for v in graph.inputs if v.name not in given]
+    if missing and not random:
+        raise InputError(f"no data for input(s) {[f'{v.name}: {v.type}' for v in missing]}; "
+                         f"give --input NAME=FILE.npy or --random")
+    rng = np.random.default_rng(seed)
+    inputs = dict(given)
+    for v in missing:
+        dt = np.dtype(v.type.dtype)
+        if dt.kind == "f":
+            inputs[v.name] = rng.standard_normal(v.type.shape).astype(dt)
+        elif dt.kind == "b":
+            inputs[v.name] = rng.integers(0, 2, v.type.shape).astype(dt)
+        else:  # small non-negative integers: valid as indices and token ids alike
+            inputs[v.name] = rng.integers(0, 10, v.type.shape).astype(dt)
+    return inputs
+
+
+def is_classifier_output(a: np.ndarray) -> bool:
+    """Scores of shape (batch, classes) with enough classes for a top-k to mean something."""
+    return a.ndim == 2 and a.shape[1] >= TOP_K and a.dtype.kind == "f"
+
+
+def summarize_outputs(outputs: dict[str, np.ndarray], max_rows: int = 4) -> str:
+    lines = []
+    for name, a in outputs.items():
+        line = f"{name}: {a.dtype}[{','.join(map(str, a.shape))}]"
+        if a.size and a.dtype.kind in "fiub":
+            x = a.astype(np.float64)
+            line += f"  min={x.min():.6g} mean={x.mean():.6g} max={x.max():.6g}"
+        lines.append(line)
+        if is_classifier_output(a):
+            for row in range(min(a.shape[0], max_rows)):
+                top = np.argsort(-a[row], kind="stable")[:TOP_K]
+                items = ", ".join(f"{int(c)} ({float(a[row, c]):.4g})" for c in top)
+                lines.append(f"  top-{TOP_K} [{row}]: {items}")
+            if a.shape[0] > max_rows:
+                lines.append(f"  ... {a.shape[0] - max_rows} more rows")
+    return "\n".join(lines)
+
+
+def save_outputs(outputs: dict[str, np.ndarray], path: str) -> None:
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        if len(outputs) != 1:
+            raise InputError(f"--output {path}: the model has {len(outputs)} outputs "
+                             f"({list(outputs)}); save them to an .npz file")
+        np.save(path, next(iter(outputs.values())))
+    elif suffix == ".npz":
+        np.savez(path, **outputs)
+    else:
+        raise InputError(f"--output {path}: expected a .npy or .npz file name")

@@ -1,0 +1,1 @@
+"""Reports for people: text tables (table.py); plots and traces as they come."""
