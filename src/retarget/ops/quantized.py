@@ -1,0 +1,359 @@
+"""Integer ops of the int8 flow with power-of-two scales, and ONNX's own quantisation ops.
+
+Number format: an integer tensor q with `frac_bits` f stands for the real values q * 2**-f
+(symmetric, zero point 0). Changing scale is therefore a shift, and requantising an int32
+accumulator is "add the rounding constant, arithmetic shift right, clip" — exactly what VTA's
+ALU (ADD imm, SHR imm, MIN, MAX, truncating STORE) and DNNVM's fixed-point datapath do, with no
+multiplies. Every compute function below is exact integer arithmetic in int64, so the result
+is bit-for-bit reproducible on any machine and is the golden model every target is checked
+against (docs/quantization.md has the full semantics).
+
+Rounding: "half_up" (floor(v + 1/2), what add-then-shift computes) is the default and what
+the hardware does; "half_even" exists so that imported ONNX QDQ models, whose QuantizeLinear
+rounds half to even, convert bit-exactly.
+
+Also here: QuantizeLinear, DequantizeLinear and QLinearConv with ONNX semantics (any scale),
+so a QDQ model loads and runs on the reference before `frontend.onnx_quantized` rewrites it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InputError, ShapeError, UnsupportedOpError
+from ..ir.types import TensorType
+from .common import broadcast_shapes
+from .nn import _conv_macs, conv, conv_window
+from .registry import REQUIRED, OpDef, register
+
+ROUNDINGS = ("half_up", "half_even")
+INT8_MIN, INT8_MAX = -128, 127
+INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
+# Shifts beyond these would move every int32 value out of range (left) or to 0/-1 (right); a
+# scale that needs them is a calibration bug, so they are rejected rather than computed.
+MAX_LEFT_SHIFT, MAX_RIGHT_SHIFT = 31, 62
+OUT_DTYPES = ("int8", "int16", "int32")
+
+
+# ---- the integer primitives every op here is made of --------------------------------------------
+def _check_rounding(rounding: str) -> None:
+    if rounding not in ROUNDINGS:
+        raise UnsupportedOpError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
+
+
+def _check_shift(shift) -> np.ndarray:
+    s = np.asarray(shift)
+    if s.dtype.kind not in "iu":
+        raise ShapeError(f"shift must be an integer, got {s.dtype} {s}")
+    s = s.astype(np.int64)
+    if s.size and (s.min() < -MAX_LEFT_SHIFT or s.max() > MAX_RIGHT_SHIFT):
+        raise ShapeError(f"shift {s.min()}..{s.max()} outside [-{MAX_LEFT_SHIFT}, "
+                         f"{MAX_RIGHT_SHIFT}]")
+    return s
+
+
+def round_shift(x: np.ndarray, shift, rounding: str = "half_up") -> np.ndarray:
+    """x * 2**-shift rounded to an integer, exactly, in int64.
+
+    shift > 0: right shift with rounding (half_up adds 1 << (shift-1) before the arithmetic
+    shift, so -2.5 -> -2 and 2.5 -> 3; half_even sends ties to the even neighbour).
+    shift <= 0: left shift by -shift (exact). `shift` may be an array broadcasting against x
+    (per-channel shifts)."""
+    _check_rounding(rounding)
+    x = np.asarray(x).astype(np.int64)
+    s = _check_shift(shift)
+    right = np.maximum(s, 0)
+    left = np.maximum(-s, 0)
+    # Where shift <= 0 the rounding constant is 0 (1 << -1 would be meaningless).
+    half = np.where(right > 0, np.left_shift(np.int64(1), np.maximum(right - 1, 0)), 0)
+    y = np.right_shift(x + half, right)
+    if rounding == "half_even":
+        # A tie is exactly when the dropped bits equal `half`; half_up rounded it up, so take
+        # one back when the result came out odd.
+        mask = np.left_shift(np.int64(1), right) - 1
+        tie = (right > 0) & ((x & mask) == half)
+        y = y - (tie & (y & 1 == 1))
+    return np.left_shift(y, left)
+
+
+def saturate(x: np.ndarray, lo: int, hi: int, dtype: str) -> np.ndarray:
+    """Clip to [lo, hi] and cast (the range must fit the dtype, checked by the shape rules)."""
+    return np.clip(x, lo, hi).astype(dtype)
+
+
+def _check_range(op: str, lo: int, hi: int, dtype: str) -> None:
+    if dtype not in OUT_DTYPES:
+        raise ShapeError(f"{op} output dtype {dtype!r}; supported: {', '.join(OUT_DTYPES)}")
+    info = np.iinfo(dtype)
+    if not (info.min <= lo <= hi <= info.max):
+        raise ShapeError(f"{op} clip range [{lo}, {hi}] must satisfy {info.min} <= lo <= hi <= "
+                         f"{info.max} ({dtype})")
+
+
+def _need_int(op: str, t: TensorType, what: str = "input") -> None:
+    if not np.issubdtype(np.dtype(t.dtype), np.integer):
+        raise ShapeError(f"{op} needs an integer {what}, got {t}")
+
+
+def _check_int32_range(op: str, y: np.ndarray) -> None:
+    # The hardware holds these intermediates in 32-bit accumulators; exceeding that would make
+    # the hardware wrap while this definition does not, so it is an error, not a silent mismatch.
+    if y.size and (y.min() < INT32_MIN or y.max() > INT32_MAX):
+        raise ShapeError(f"{op}: intermediate [{y.min()}, {y.max()}] does not fit the int32 "
+                         f"accumulator")
+
+
+# ---- QuantizeP2 / DequantizeP2 --------------------------------------------------------------------
+def quantize_p2(x, *, frac_bits, rounding, lo, hi, dtype):
+    """float -> integer: saturate(round(x * 2**frac_bits)) to [lo, hi]."""
+    _check_rounding(rounding)
+    if np.isnan(x).any():
+        raise InputError("QuantizeP2: input contains NaN")
+    v = np.asarray(x, np.float64) * np.ldexp(1.0, int(frac_bits))  # exact: a power-of-two scale
+    v = np.floor(v + 0.5) if rounding == "half_up" else np.rint(v)
+    return saturate(v, lo, hi, dtype)
+
+
+def _quantize_p2_infer(attrs, types, consts):
+    x = types[0]
+    if not np.issubdtype(np.dtype(x.dtype), np.floating):
+        raise ShapeError(f"QuantizeP2 needs a float input, got {x}")
+    _check_rounding(attrs["rounding"])
+    _check_range("QuantizeP2", attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(x.shape, attrs["dtype"])]
+
+
+register(OpDef("QuantizeP2", quantize_p2, _quantize_p2_infer,
+               attrs=dict(frac_bits=REQUIRED, rounding="half_up", lo=INT8_MIN, hi=INT8_MAX,
+                          dtype="int8"),
+               doc="float -> int: saturate(round(x * 2^frac_bits), lo, hi)"))
+
+
+def dequantize_p2(x, *, frac_bits, dtype):
+    """integer -> float: x * 2**-frac_bits (exact in float64, then rounded to `dtype`)."""
+    return (x.astype(np.float64) * np.ldexp(1.0, -int(frac_bits))).astype(dtype)
+
+
+def _dequantize_p2_infer(attrs, types, consts):
+    _need_int("DequantizeP2", types[0])
+    if attrs["dtype"] not in ("float32", "float64"):
+        raise ShapeError(f"DequantizeP2 output dtype {attrs['dtype']!r}; use float32 or float64")
+    return [TensorType(types[0].shape, attrs["dtype"])]
+
+
+register(OpDef("DequantizeP2", dequantize_p2, _dequantize_p2_infer,
+               attrs=dict(frac_bits=REQUIRED, dtype="float32"),
+               doc="int -> float: x * 2^-frac_bits"))
+
+
+# ---- Requantize ----------------------------------------------------------------------------------
+def _per_channel(shifts: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """A per-channel shift vector shaped to broadcast along `axis` of an ndim tensor."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return shifts.reshape(shape)
+
+
+def requantize(x, shifts=None, *, shift, axis, lo, hi, rounding, dtype):
+    """int32 accumulator -> int8: saturate(round_shift(x, shift), lo, hi).
+
+    ReLU is lo = 0, ReLU6 at frac f is hi = min(127, 6 * 2**f), plain int8 is [-128, 127].
+    With the optional `shifts` input (one int per channel along `axis`) the shift is
+    per-channel and the `shift` attribute must be left at its default None."""
+    s = _requant_shift(x.ndim, x.shape, shifts, shift, axis)
+    x64 = x.astype(np.int64)
+    if (np.asarray(s) > 0).any():
+        half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
+        _check_int32_range("Requantize (accumulator + rounding constant)", x64 + half)
+    return saturate(round_shift(x64, s, rounding), lo, hi, dtype)
+
+
+def _requant_shift(ndim, shape, shifts, shift, axis):
+    if shifts is None:
+        if shift is None:
+            raise ShapeError("Requantize needs a `shift` attribute or a per-channel shifts input")
+        return _check_shift(shift)
+    if shift is not None:
+        raise ShapeError("Requantize takes either the `shift` attribute or the shifts input, "
+                         "not both")
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"axis {axis} out of range for a rank-{ndim} input")
+    shifts = np.asarray(shifts)
+    if shifts.ndim != 1 or shifts.shape[0] != shape[axis]:
+        raise ShapeError(f"per-channel shifts of shape {list(shifts.shape)} must be "
+                         f"[{shape[axis]}] (input {list(shape)}, axis {axis})")
+    return _per_channel(_check_shift(shifts), ndim, axis)
+
+
+def _requantize_infer(attrs, types, consts):
+    x = types[0]
+    _need_int("Requantize", x)
+    shifts = types[1] if len(types) > 1 else None
+    if shifts is not None:
+        _need_int("Requantize", shifts, "shifts input")
+        if attrs["shift"] is not None:
+            raise ShapeError("Requantize takes either the `shift` attribute or the shifts "
+                             "input, not both")
+        ax = attrs["axis"]
+        if not -x.rank <= ax < x.rank or shifts.shape != (x.shape[ax],):
+            raise ShapeError(f"per-channel shifts {shifts} do not match input {x} on axis {ax}")
+    elif attrs["shift"] is None:
+        raise ShapeError("Requantize needs a `shift` attribute or a per-channel shifts input")
+    else:
+        _check_shift(attrs["shift"])
+    _check_rounding(attrs["rounding"])
+    _check_range("Requantize", attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(x.shape, attrs["dtype"])]
+
+
+register(OpDef("Requantize", requantize, _requantize_infer,
+               attrs=dict(shift=None, axis=1, lo=INT8_MIN, hi=INT8_MAX, rounding="half_up",
+                          dtype="int8"),
+               num_inputs=(1, 2),
+               doc="saturate((x + 2^(shift-1)) >> shift, lo, hi); per-channel shifts optional"))
+
+
+# ---- QAdd: the residual add of two fixed-point tensors --------------------------------------------
+def qadd(a, b, *, shift_a, shift_b, out_shift, lo, hi, rounding, dtype):
+    """saturate(round_shift((a << shift_a) + (b << shift_b), out_shift), lo, hi).
+
+    shift_a / shift_b (>= 0) align both operands to their common fraction F = max(f_a, f_b);
+    out_shift = F - f_out takes the sum to the output's scale. Broadcasts like ONNX Add."""
+    broadcast_shapes(a.shape, b.shape)
+    if shift_a < 0 or shift_b < 0:
+        raise ShapeError(f"QAdd alignment shifts must be >= 0, got {shift_a}, {shift_b}")
+    acc = round_shift(a, -shift_a) + round_shift(b, -shift_b)
+    _check_int32_range("QAdd", acc)
+    return saturate(round_shift(acc, out_shift, rounding), lo, hi, dtype)
+
+
+def _qadd_infer(attrs, types, consts):
+    a, b = types
+    _need_int("QAdd", a)
+    _need_int("QAdd", b)
+    if attrs["shift_a"] < 0 or attrs["shift_b"] < 0:
+        raise ShapeError(f"QAdd alignment shifts must be >= 0, got {attrs['shift_a']}, "
+                         f"{attrs['shift_b']}")
+    _check_shift(attrs["out_shift"])
+    _check_rounding(attrs["rounding"])
+    _check_range("QAdd", attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(broadcast_shapes(a.shape, b.shape), attrs["dtype"])]
+
+
+register(OpDef("QAdd", qadd, _qadd_infer,
+               attrs=dict(shift_a=0, shift_b=0, out_shift=REQUIRED, lo=INT8_MIN, hi=INT8_MAX,
+                          rounding="half_up", dtype="int8"),
+               num_inputs=(2, 2),
+               doc="fixed-point add with alignment shifts, then requantize"))
+
+
+# ---- ONNX QuantizeLinear / DequantizeLinear / QLinearConv (any scale) ----------------------------
+def _axis_shaped(p: np.ndarray, ndim: int, axis: int, op: str, shape) -> np.ndarray:
+    """A scale / zero point: a scalar, or a 1-D per-axis vector reshaped to broadcast."""
+    p = np.asarray(p)
+    if p.size == 1:
+        return p.reshape(())
+    ax = axis % ndim
+    if p.ndim != 1 or p.shape[0] != shape[ax]:
+        raise ShapeError(f"{op}: per-axis parameter of shape {list(p.shape)} does not match "
+                         f"input {list(shape)} on axis {axis}")
+    return _per_channel(p, ndim, ax)
+
+
+# ONNX TensorProto element types of the two integer outputs QuantizeLinear may produce here.
+_ONNX_INT8, _ONNX_UINT8 = 3, 2
+
+
+def _quantize_linear_dtype(zero_point_dtype, output_dtype: int) -> str:
+    if zero_point_dtype is not None:
+        dtype = str(zero_point_dtype)
+    else:
+        dtype = {0: "int8", _ONNX_UINT8: "uint8", _ONNX_INT8: "int8"}.get(output_dtype)
+    if dtype not in ("int8", "uint8"):
+        raise UnsupportedOpError(f"QuantizeLinear to {dtype or f'ONNX type {output_dtype}'}; "
+                                 f"supported: int8, uint8")
+    return dtype
+
+
+def quantize_linear(x, scale, zero_point=None, *, axis, saturate, block_size, output_dtype,
+                    precision):
+    """ONNX QuantizeLinear: clip(round_half_even(x / scale) + zero_point) to the int range.
+
+    (`saturate` only matters for float8 outputs, which are not supported.)"""
+    if block_size:
+        raise UnsupportedOpError("QuantizeLinear with block_size (blocked quantisation)")
+    dtype = np.dtype(_quantize_linear_dtype(None if zero_point is None else zero_point.dtype,
+                                            output_dtype))
+    if dtype.name not in ("int8", "uint8"):
+        raise UnsupportedOpError(f"QuantizeLinear to {dtype.name}; supported: int8, uint8")
+    s = _axis_shaped(scale, x.ndim, axis, "QuantizeLinear", x.shape).astype(np.float64)
+    zp = 0 if zero_point is None else _axis_shaped(zero_point, x.ndim, axis, "QuantizeLinear",
+                                                   x.shape).astype(np.int64)
+    # ONNX divides in the input precision (float32): x / scale rounded to float32, then rint.
+    v = np.rint((x.astype(np.float32) / s.astype(np.float32)).astype(np.float64)) + zp
+    info = np.iinfo(dtype)
+    return np.clip(v, info.min, info.max).astype(dtype)
+
+
+def _quantize_linear_infer(attrs, types, consts):
+    zp = types[2] if len(types) > 2 else None
+    dtype = _quantize_linear_dtype(None if zp is None else zp.dtype, attrs["output_dtype"])
+    return [TensorType(types[0].shape, dtype)]
+
+
+register(OpDef("QuantizeLinear", quantize_linear, _quantize_linear_infer,
+               attrs=dict(axis=1, saturate=1, block_size=0, output_dtype=0, precision=0),
+               num_inputs=(2, 3), doc="ONNX QuantizeLinear (int8/uint8)"))
+
+
+def dequantize_linear(x, scale, zero_point=None, *, axis, block_size):
+    """ONNX DequantizeLinear: (x - zero_point) * scale, in the scale's float type."""
+    if block_size:
+        raise UnsupportedOpError("DequantizeLinear with block_size (blocked quantisation)")
+    s = _axis_shaped(scale, x.ndim, axis, "DequantizeLinear", x.shape) if x.ndim else scale
+    zp = 0 if zero_point is None else (
+        _axis_shaped(zero_point, x.ndim, axis, "DequantizeLinear", x.shape) if x.ndim
+        else zero_point).astype(np.int64)
+    return ((x.astype(np.int64) - zp).astype(np.float32) * s.astype(np.float32)).astype(scale.dtype)
+
+
+def _dequantize_linear_infer(attrs, types, consts):
+    _need_int("DequantizeLinear", types[0])
+    return [TensorType(types[0].shape, types[1].dtype)]
+
+
+register(OpDef("DequantizeLinear", dequantize_linear, _dequantize_linear_infer,
+               attrs=dict(axis=1, block_size=0), num_inputs=(2, 3),
+               doc="ONNX DequantizeLinear"))
+
+
+def qlinear_conv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, b=None, **attrs):
+    """ONNX QLinearConv: quantize_linear(conv(x - x_zp, w - w_zp) + b) * x_scale * w_scale)."""
+    xi = x.astype(np.int32) - np.asarray(x_zp).astype(np.int32).reshape(())
+    wz = _axis_shaped(w_zp, w.ndim, 0, "QLinearConv", w.shape)
+    wi = w.astype(np.int32) - wz.astype(np.int32)
+    acc = conv(xi, wi, None if b is None else b.astype(np.int32), **attrs)
+    ws = np.asarray(w_scale, np.float32).reshape(-1)
+    m = w.shape[0]
+    real = acc.astype(np.float32) * (np.float32(np.asarray(x_scale).reshape(())) *
+                                     (ws if ws.size == 1 else ws.reshape((m,) + (1,) * (acc.ndim - 2))))
+    y = np.rint((real / np.float32(np.asarray(y_scale).reshape(()))).astype(np.float64))
+    y = y + np.asarray(y_zp).astype(np.int64).reshape(())
+    info = np.iinfo(y_zp.dtype)
+    return np.clip(y, info.min, info.max).astype(y_zp.dtype)
+
+
+def _qlinear_conv_infer(attrs, types, consts):
+    x, w, y_zp = types[0], types[3], types[7]
+    b = types[8] if len(types) > 8 else None
+    win = conv_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
+    return [TensorType((x.shape[0], w.shape[0]) + win.out, y_zp.dtype)]
+
+
+def _qlinear_conv_macs(attrs, in_types, out_types):
+    return _conv_macs(attrs, [in_types[0], in_types[3]], out_types)
+
+
+register(OpDef("QLinearConv", qlinear_conv, _qlinear_conv_infer,
+               attrs=dict(auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                          pads=None, strides=None),
+               macs=_qlinear_conv_macs, num_inputs=(8, 9), doc="ONNX QLinearConv"))
