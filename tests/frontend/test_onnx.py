@@ -98,6 +98,10 @@ def test_all_unsupported_ops_in_one_error():
     msg = str(e.value)
     assert "3 node(s)" in msg and "StringNormalizer 'sn1'" in msg and "TfIdfVectorizer 'tfidf'" in msg
     assert "com.example.MyCustom 'custom'" in msg and "'ok'" not in msg
+    # Unknown attributes on known ops are collected into the same single error.
+    m.graph.node[0].attribute.append(h.make_attribute("bogus", 1))
+    with pytest.raises(UnsupportedOpError, match=r"sn1.*Relu 'ok' \(bogus\)"):
+        import_model(m)
 
 
 def test_cycle_and_undefined_input_name_node_op_value():
@@ -181,3 +185,21 @@ def test_flatten_chain_simplified_and_exported():
     xs = np.arange(18, dtype=np.float32).reshape(3, 2, 3)
     assert np.array_equal(run_graph(g, {"x": xs})["y"], _ort(m, {"x": xs})[0])
     assert np.array_equal(_ort(to_onnx(g), {"x": xs})[0], xs.reshape(3, 6))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "alexnet", "mobilenet_v2"])
+def test_zoo_models_import_and_match_onnxruntime(name, tmp_path):
+    from retarget import zoo
+    m = zoo.build(name, size=32 if name != "alexnet" else 64, num_classes=10, width=0.25, batch=1)
+    onnx.save(m, tmp_path / "m.onnx")
+    g = load_onnx(tmp_path / "m.onnx")
+    verify(g)
+    ops = {n.op for n in g.nodes}
+    assert not ops & {"Shape", "Gather", "Unsqueeze", "Concat", "Identity", "Dropout"}, ops
+    name_in = g.inputs[0].name
+    x = np.random.default_rng(0).standard_normal(g.inputs[0].type.shape).astype(np.float32)
+    want = _ort(m, {name_in: x})[0]
+    got = run_graph(g, {name_in: x})[g.outputs[0].name]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # Exported back, the simplified graph still runs on onnxruntime with the same result.
+    np.testing.assert_allclose(_ort(to_onnx(g), {name_in: x})[0], want, rtol=1e-4, atol=1e-4)
