@@ -1,0 +1,342 @@
+"""GEMM and ALU instructions, vectorised over their whole loop nest.
+
+An instruction's semantics are the spec's triple loop
+
+    for y < iter_out, x < iter_in, u in [uop_bgn, uop_end):
+        dst = uop[u].dst + y*dst_factor_out + x*dst_factor_in   (likewise src, wgt)
+
+Here all (y, x, u) index triples are generated at once with broadcasting, bounds-checked in one
+go, and turned into a *plan*: index arrays that let the instruction run as a few array operations.
+Plans depend only on the instruction's fields and the micro-ops it reads, so they are cached
+(keyed by both), and a stream that re-issues the same kernel pays for planning once.
+
+GEMM plan (integer addition commutes, so order within one instruction is free): the triples are
+grouped by destination; every destination receives R contributions (padded with a zero input row
+when counts differ); destinations whose sequence of weight indices is identical form a *class*.
+One class is then a single dense product, exactly im2col:
+
+    acc[dsts] += X[dsts, R*BLOCK_IN] @ W[R*BLOCK_IN, BLOCK_OUT]
+
+and all classes (padded to a common size) run as one stacked np.matmul in float64, exact for
+int8 operands. When padding would waste too much, a chunked per-micro-op einsum is used instead.
+
+ALU plan: elementwise ops do depend on order when a destination is written twice or read after
+being written within one instruction. The plan splits the triple sequence into the fewest
+consecutive segments that are free of such hazards (usually one) and runs each vectorised.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..isa import AluInsn, AluOp, GemmInsn
+from .errors import SimFault
+from .memory import SimMemory
+
+# Largest number of (y, x, u) triples planned at once; bigger instructions are split over y so
+# index arrays stay a few tens of MB. Splitting is exact: the loop order is y-major.
+MAX_TRIPLES_PER_CHUNK = 1 << 21
+# A GEMM plan pads destinations and classes; above this ratio of padded to real work it falls
+# back to the per-micro-op path.
+MAX_PADDING_WASTE = 3.0
+DENSE_CHUNK = 8192
+PLAN_CACHE_SIZE = 512
+
+
+@dataclass(slots=True)
+class GemmPlan:
+    """Index arrays for one (chunk of a) non-reset GEMM. Either `x_idx` is set (class mode) or
+    `src`/`wgt`/`order`/`starts` are (dense mode)."""
+    dst: np.ndarray                 # acc entries written, unique; order matches the result rows
+    x_idx: np.ndarray | None = None  # [C, M, R] entries of inp_f (pad = the zero entry)
+    w_idx: np.ndarray | None = None  # [C, R] entries of wgt_t
+    valid: np.ndarray | None = None  # flat rows of the [C*M] result that are real destinations
+    src: np.ndarray | None = None    # dense mode: per-triple inp / wgt entries, triple order
+    wgt: np.ndarray | None = None
+    order: np.ndarray | None = None  # dense mode: triples sorted by destination
+    starts: np.ndarray | None = None  # dense mode: first sorted triple of each destination
+
+
+@dataclass(slots=True)
+class AluPlan:
+    dst: np.ndarray                  # per triple, in loop order
+    src: np.ndarray | None           # None when the operand is the immediate
+    segments: tuple[int, ...]        # boundaries of hazard-free runs: (0, ..., N)
+
+
+class PlanCache:
+    """LRU cache of plans keyed by instruction fields, chunk and the micro-ops read."""
+
+    def __init__(self, size: int = PLAN_CACHE_SIZE):
+        self.size = size
+        self._plans: OrderedDict = OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+            self.hits += 1
+        return plan
+
+    def put(self, key, plan) -> None:
+        self.misses += 1
+        self._plans[key] = plan
+        if len(self._plans) > self.size:
+            self._plans.popitem(last=False)
+
+
+# ---- index triples ------------------------------------------------------------------------------
+
+def _y_chunks(insn) -> list[tuple[int, int]]:
+    per_y = insn.iter_in * (insn.uop_end - insn.uop_bgn)
+    if per_y == 0 or insn.iter_out == 0:
+        return []
+    step = max(1, MAX_TRIPLES_PER_CHUNK // per_y)
+    return [(y, min(y + step, insn.iter_out)) for y in range(0, insn.iter_out, step)]
+
+
+def _check_uop_range(insn, mem: SimMemory) -> None:
+    depth = mem.uop.shape[0]
+    if insn.uop_bgn > insn.uop_end:
+        raise SimFault(f"uop_bgn {insn.uop_bgn} > uop_end {insn.uop_end}")
+    if insn.uop_end > depth:
+        raise SimFault(f"uop SRAM index out of range: micro-ops [{insn.uop_bgn}, {insn.uop_end}) "
+                       f"but the uop buffer has depth {depth}")
+
+
+def _triples(insn, uops: np.ndarray, y_lo: int, y_hi: int, columns) -> list[np.ndarray]:
+    """Flattened index arrays, in loop order (y, x, u), for the requested uop columns:
+    (column number, factor_out, factor_in)."""
+    y = np.arange(y_lo, y_hi, dtype=np.int64)[:, None, None]
+    x = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
+    out = []
+    for col, f_out, f_in in columns:
+        idx = uops[None, None, :, col] + y * f_out + x * f_in
+        out.append(idx.reshape(-1))
+    return out
+
+
+def _check_index(name: str, idx: np.ndarray, depth: int, insn, uops, y_lo: int,
+                 uop_field: str) -> None:
+    """Raise SimFault naming the first out-of-range triple (its y, x, micro-op and value)."""
+    bad = (idx < 0) | (idx >= depth)
+    if not bad.any():
+        return
+    n = int(np.argmax(bad))
+    nu = insn.uop_end - insn.uop_bgn
+    y, rest = divmod(n, insn.iter_in * nu)
+    x, u = divmod(rest, nu)
+    col = {"dst": 0, "src": 1, "wgt": 2}[uop_field]
+    raise SimFault(f"{name} SRAM index out of range: index {int(idx[n])} >= depth {depth} "
+                   f"(or negative) at y={y + y_lo}, x={x}, uop {insn.uop_bgn + u} "
+                   f"({uop_field}_idx={int(uops[u, col])}); {int(bad.sum())} of {idx.size} "
+                   f"iterations are out of range")
+
+
+# ---- GEMM ---------------------------------------------------------------------------------------
+
+def run_gemm(insn: GemmInsn, mem: SimMemory, cache: PlanCache) -> None:
+    """Execute one GEMM instruction (reset or multiply-accumulate) on `mem`."""
+    _check_uop_range(insn, mem)
+    uops = mem.uop[insn.uop_bgn:insn.uop_end]
+    uop_key = uops.tobytes()
+    for y_lo, y_hi in _y_chunks(insn):
+        key = ("gemm", insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_in,
+               insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
+               insn.wgt_factor_out, insn.wgt_factor_in, y_lo, y_hi, uop_key)
+        plan = cache.get(key)
+        if plan is None:
+            plan = _plan_gemm(insn, mem, uops, y_lo, y_hi)
+            cache.put(key, plan)
+        if insn.reset:
+            mem.acc[plan] = 0
+        else:
+            _execute_gemm(plan, mem)
+
+
+def _plan_gemm(insn: GemmInsn, mem: SimMemory, uops, y_lo, y_hi):
+    c = mem.cfg
+    if insn.reset:
+        # A reset touches only the accumulator: src/wgt of its micro-ops are not read.
+        (dst,) = _triples(insn, uops, y_lo, y_hi, [(0, insn.dst_factor_out, insn.dst_factor_in)])
+        _check_index("acc", dst, c.acc_depth, insn, uops, y_lo, "dst")
+        return np.unique(dst)
+    dst, src, wgt = _triples(insn, uops, y_lo, y_hi, [
+        (0, insn.dst_factor_out, insn.dst_factor_in),
+        (1, insn.src_factor_out, insn.src_factor_in),
+        (2, insn.wgt_factor_out, insn.wgt_factor_in)])
+    _check_index("acc", dst, c.acc_depth, insn, uops, y_lo, "dst")
+    _check_index("inp", src, c.inp_depth, insn, uops, y_lo, "src")
+    _check_index("wgt", wgt, c.wgt_depth, insn, uops, y_lo, "wgt")
+    return _plan_classes(dst, src, wgt, mem.inp_pad_index) or _plan_dense(dst, src, wgt)
+
+
+def _plan_classes(dst, src, wgt, pad_src: int) -> GemmPlan | None:
+    """Group by destination, then by identical weight sequence (see module docstring)."""
+    n = dst.size
+    order = np.lexsort((src, wgt, dst))
+    d, s, w = dst[order], src[order], wgt[order]
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(d[1:], d[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    n_dst = starts.size
+    counts = np.diff(np.append(starts, n))
+    r = int(counts.max())
+    if n_dst * r > MAX_PADDING_WASTE * n:
+        return None
+    if n_dst * r == n:
+        S, W = s.reshape(n_dst, r), w.reshape(n_dst, r)
+    else:
+        # Pad short destinations with the zero input row: it adds nothing whatever the weight.
+        pos = np.arange(n) - np.repeat(starts, counts)
+        group = np.repeat(np.arange(n_dst), counts)
+        S = np.full((n_dst, r), pad_src, dtype=np.int64)
+        W = np.zeros((n_dst, r), dtype=np.int64)
+        S[group, pos], W[group, pos] = s, w
+    uniq_dst = d[starts]
+    w_seqs, cls = np.unique(W, axis=0, return_inverse=True)
+    cls = cls.reshape(-1)
+    n_cls = w_seqs.shape[0]
+    sizes = np.bincount(cls, minlength=n_cls)
+    m = int(sizes.max())
+    if n_cls * m * r > MAX_PADDING_WASTE * n:
+        return None
+    by_cls = np.argsort(cls, kind="stable")
+    slot = np.arange(n_dst) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    x_idx = np.full((n_cls, m, r), pad_src, dtype=np.int64)
+    x_idx[cls[by_cls], slot] = S[by_cls]
+    flat = cls[by_cls] * m + slot
+    valid = None if n_cls * m == n_dst else flat
+    return GemmPlan(dst=uniq_dst[by_cls], x_idx=x_idx, w_idx=w_seqs, valid=valid)
+
+
+def _plan_dense(dst, src, wgt) -> GemmPlan:
+    order = np.argsort(dst, kind="stable")
+    d = dst[order]
+    new = np.empty(d.size, dtype=bool)
+    new[0] = True
+    np.not_equal(d[1:], d[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    return GemmPlan(dst=d[starts], src=src, wgt=wgt, order=order, starts=starts)
+
+
+def _execute_gemm(plan: GemmPlan, mem: SimMemory) -> None:
+    b, k_in, k_out = mem.cfg.batch, mem.cfg.block_in, mem.cfg.block_out
+    if plan.x_idx is not None:
+        n_cls, m, r = plan.x_idx.shape
+        x = mem.inp_f[plan.x_idx]                      # [C, M, R, B, K_in]
+        if b == 1:
+            x = x.reshape(n_cls, m, r * k_in)
+        else:
+            x = x.transpose(0, 1, 3, 2, 4).reshape(n_cls, m * b, r * k_in)
+        w = mem.wgt_t[plan.w_idx].reshape(n_cls, r * k_in, k_out)
+        y = np.matmul(x, w).reshape(n_cls * m, b, k_out)
+        if plan.valid is not None:
+            y = y[plan.valid]
+    else:
+        rows = np.empty((plan.src.size, b, k_out), dtype=np.float64)
+        for lo in range(0, plan.src.size, DENSE_CHUNK):
+            hi = lo + DENSE_CHUNK
+            rows[lo:hi] = np.einsum("nbk,nko->nbo", mem.inp_f[plan.src[lo:hi]],
+                                    mem.wgt_t[plan.wgt[lo:hi]])
+        y = np.add.reduceat(rows[plan.order], plan.starts, axis=0)
+    # int64 then int32 wraps modulo 2^32, like the hardware's int32 accumulator.
+    acc = mem.acc
+    acc[plan.dst] = (acc[plan.dst].astype(np.int64) + y.astype(np.int64)).astype(np.int32)
+
+
+# ---- ALU ----------------------------------------------------------------------------------------
+
+def run_alu(insn: AluInsn, mem: SimMemory, cache: PlanCache) -> None:
+    """Execute one ALU instruction on the accumulator."""
+    if insn.reset:
+        raise SimFault("ALU with reset_reg=1 is not defined by the spec (only GEMM resets)")
+    if not -(1 << 15) <= insn.imm < (1 << 15):
+        raise SimFault(f"imm {insn.imm} does not fit the signed 16-bit immediate")
+    try:
+        op = AluOp(insn.alu_op)
+    except ValueError:
+        raise SimFault(f"unknown ALU opcode {insn.alu_op}; known: "
+                       + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
+    _check_uop_range(insn, mem)
+    uops = mem.uop[insn.uop_bgn:insn.uop_end]
+    uop_key = uops.tobytes()
+    for y_lo, y_hi in _y_chunks(insn):
+        key = ("alu", insn.use_imm, insn.uop_bgn, insn.uop_end, insn.iter_in,
+               insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
+               y_lo, y_hi, uop_key)
+        plan = cache.get(key)
+        if plan is None:
+            plan = _plan_alu(insn, mem, uops, y_lo, y_hi)
+            cache.put(key, plan)
+        _execute_alu(op, insn, plan, mem)
+
+
+def _plan_alu(insn: AluInsn, mem: SimMemory, uops, y_lo, y_hi) -> AluPlan:
+    depth = mem.cfg.acc_depth
+    cols = [(0, insn.dst_factor_out, insn.dst_factor_in)]
+    if not insn.use_imm:
+        cols.append((1, insn.src_factor_out, insn.src_factor_in))
+    idx = _triples(insn, uops, y_lo, y_hi, cols)
+    dst, src = idx[0], (idx[1] if len(idx) > 1 else None)
+    _check_index("acc", dst, depth, insn, uops, y_lo, "dst")
+    if src is not None:
+        _check_index("acc", src, depth, insn, uops, y_lo, "src")
+    return AluPlan(dst=dst, src=src, segments=_hazard_free_segments(dst, src, depth))
+
+
+def _hazard_free_segments(dst: np.ndarray, src: np.ndarray | None, depth: int) -> tuple[int, ...]:
+    """Boundaries of runs in which reading everything first and writing everything after gives
+    the sequential result: no destination written twice, no source read after a write to it."""
+    n = dst.size
+    first_write = np.full(depth, n, dtype=np.int64)
+    np.minimum.at(first_write, dst, np.arange(n))
+    unique_dst = np.unique(dst).size == n
+    reads_late = src is None or bool(np.all(first_write[src] >= np.arange(n)))
+    if unique_dst and reads_late:
+        return (0, n)
+    # Rare (reductions, overlapping windows): one sequential scan to cut at each hazard.
+    bounds, written = [0], set()
+    dl = dst.tolist()
+    sl = src.tolist() if src is not None else None
+    for i, d in enumerate(dl):
+        if d in written or (sl is not None and sl[i] in written):
+            bounds.append(i)
+            written = set()
+        written.add(d)
+    bounds.append(n)
+    return tuple(bounds)
+
+
+def alu_apply(op: AluOp, a: np.ndarray, b) -> np.ndarray:
+    """The tensor ALU on int32 lanes with int32 wrap-around; `b` is an int32 array or scalar."""
+    if op is AluOp.MIN:
+        return np.minimum(a, b)
+    if op is AluOp.MAX:
+        return np.maximum(a, b)
+    if op is AluOp.ADD:
+        return np.add(a, b, dtype=np.int32, casting="unsafe")
+    if op is AluOp.MUL:
+        return np.multiply(a, b, dtype=np.int32, casting="unsafe")
+    if op is AluOp.SHR:
+        # Amount y >= 0 shifts right (arithmetic), y < 0 shifts left by -y; the hardware
+        # uses the low 5 bits of the amount. Left shifts run on uint32 so they wrap.
+        y = np.asarray(b, dtype=np.int64)
+        right = np.right_shift(a, (y & 31).astype(np.int32))
+        left = np.left_shift(a.view(np.uint32), ((-y) & 31).astype(np.uint32)).view(np.int32)
+        return np.where(y >= 0, right, left)
+    raise SimFault(f"unknown ALU opcode {op}")
+
+
+def _execute_alu(op: AluOp, insn: AluInsn, plan: AluPlan, mem: SimMemory) -> None:
+    acc = mem.acc
+    imm = np.int32(insn.imm)
+    seg = plan.segments
+    for lo, hi in zip(seg[:-1], seg[1:]):
+        d = plan.dst[lo:hi]
+        b = imm if plan.src is None else acc[plan.src[lo:hi]]
+        acc[d] = alu_apply(op, acc[d], b)

@@ -1,0 +1,181 @@
+"""The simulator's state (DRAM and the on-chip SRAMs) and the two DMA instructions, LOAD and STORE.
+
+SRAMs are typed NumPy arrays indexed by entry, exactly as the micro-ops index them:
+
+    uop [uop_depth, 3]              int64   (dst, src, wgt) of each decoded micro-op
+    inp [inp_depth, BATCH, BLOCK_IN]  int8
+    wgt [wgt_depth, BLOCK_OUT, BLOCK_IN] int8
+    acc [acc_depth, BATCH, BLOCK_OUT] int32   (the OUT buffer is acc narrowed on STORE)
+
+Next to inp and wgt the state keeps float64 mirrors laid out for matrix products (`inp_f` with
+one extra all-zero entry used as padding, `wgt_t` transposed to [BLOCK_IN, BLOCK_OUT]). They are
+refreshed by every LOAD, so the vectorised GEMM never converts int8 data per instruction. Float64
+is exact here: a GEMM sums int8 x int8 products (< 2^14 each) over far fewer than 2^39 terms.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..config import VTAConfig
+from ..isa import IsaLayout, MemInsn, MemType, decode_uops, layout_for
+from .errors import SimFault, SimulationError
+
+
+@dataclass(slots=True)
+class SimMemory:
+    """DRAM plus SRAMs of one VTA instance. `dram` is a 1-D uint8 array (it may be a view of a
+    device's memory: LOAD/STORE read and write it in place)."""
+    cfg: VTAConfig
+    dram: np.ndarray
+    layout: IsaLayout = field(init=False)
+    uop: np.ndarray = field(init=False)
+    inp: np.ndarray = field(init=False)
+    wgt: np.ndarray = field(init=False)
+    acc: np.ndarray = field(init=False)
+    inp_f: np.ndarray = field(init=False)
+    wgt_t: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        c = self.cfg
+        if not (isinstance(self.dram, np.ndarray) and self.dram.dtype == np.uint8
+                and self.dram.ndim == 1 and self.dram.flags.c_contiguous):
+            raise SimulationError("the simulator's DRAM must be a contiguous 1-D uint8 array")
+        self.layout = layout_for(c)
+        self.uop = np.zeros((c.uop_depth, 3), dtype=np.int64)
+        self.inp = np.zeros((c.inp_depth, c.batch, c.block_in), dtype=np.int8)
+        self.wgt = np.zeros((c.wgt_depth, c.block_out, c.block_in), dtype=np.int8)
+        self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), dtype=np.int32)
+        self.inp_f = np.zeros((c.inp_depth + 1, c.batch, c.block_in), dtype=np.float64)
+        self.wgt_t = np.zeros((c.wgt_depth, c.block_in, c.block_out), dtype=np.float64)
+
+    @property
+    def inp_pad_index(self) -> int:
+        """Index of the always-zero entry of `inp_f` (used to pad gathered GEMM operands)."""
+        return self.cfg.inp_depth
+
+    # ---- element geometry per memory type ------------------------------------------------------
+
+    def _target(self, mtype: MemType) -> tuple[np.ndarray, int, str]:
+        """(SRAM array, element bytes in DRAM, buffer name) for a LOAD of `mtype`."""
+        c = self.cfg
+        if mtype is MemType.INP:
+            return self.inp, c.inp_elem_bytes, "inp"
+        if mtype is MemType.WGT:
+            return self.wgt, c.wgt_elem_bytes, "wgt"
+        if mtype is MemType.ACC:
+            return self.acc, c.acc_elem_bytes, "acc"
+        if mtype is MemType.ACC_8BIT:
+            # int8 in DRAM, one byte per accumulator lane, sign-extended on load.
+            return self.acc, c.batch * c.block_out, "acc"
+        if mtype is MemType.UOP:
+            return self.uop, c.uop_elem_bytes, "uop"
+        raise SimFault(f"a LOAD cannot target the {mtype.name} buffer (only UOP, WGT, INP, ACC, "
+                       "ACC_8BIT)")
+
+    def _dram_rows(self, byte_base: int, rows: int, row_bytes: int, stride_bytes: int,
+                   what: str) -> tuple[int, int]:
+        """Bounds-check a 2-D DRAM access; returns (first byte, one past the last byte)."""
+        end = byte_base + (rows - 1) * stride_bytes + row_bytes
+        if byte_base < 0 or end > self.dram.size:
+            raise SimFault(f"DRAM address outside memory: {what} touches bytes "
+                           f"[0x{byte_base:x}, 0x{end:x}) but DRAM has {self.dram.size} bytes "
+                           f"(0x{self.dram.size:x})")
+        return byte_base, end
+
+    # ---- LOAD ----------------------------------------------------------------------------------
+
+    def load(self, insn: MemInsn) -> int:
+        """Execute a LOAD; returns the DRAM bytes it read (padding excluded)."""
+        if insn.x_size == 0:
+            return 0  # a token carrier: does nothing but move dependency tokens
+        sram, elem_bytes, name = self._target(insn.memory_type)
+        depth = sram.shape[0]
+        rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+        width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+        total = rows * width
+        if insn.sram_base + total > depth:
+            raise SimFault(f"{name} SRAM index out of range: the load writes entries "
+                           f"[{insn.sram_base}, {insn.sram_base + total}) ({rows} rows x {width} "
+                           f"incl. padding) but the {name} buffer has depth {depth}")
+        data = self._read_dram(insn, elem_bytes) if insn.y_size else None
+        region = sram[insn.sram_base:insn.sram_base + total].reshape((rows, width) + sram.shape[1:])
+        y0, y1 = insn.y_pad_0, insn.y_pad_0 + insn.y_size
+        x0, x1 = insn.x_pad_0, insn.x_pad_0 + insn.x_size
+        region[:y0] = 0
+        region[y1:] = 0
+        region[y0:y1, :x0] = 0
+        region[y0:y1, x1:] = 0
+        if data is not None:
+            region[y0:y1, x0:x1] = self._decode_elements(insn.memory_type, data, region.shape[2:])
+        # Keep the float mirrors in step with the int8 buffers they shadow.
+        lo, hi = insn.sram_base, insn.sram_base + total
+        if insn.memory_type is MemType.INP:
+            self.inp_f[lo:hi] = self.inp[lo:hi]
+        elif insn.memory_type is MemType.WGT:
+            self.wgt_t[lo:hi] = self.wgt[lo:hi].transpose(0, 2, 1)
+        return insn.y_size * insn.x_size * elem_bytes
+
+    def _read_dram(self, insn: MemInsn, elem_bytes: int) -> np.ndarray:
+        """The y_size x x_size elements a LOAD reads, as a [y, x, elem_bytes] uint8 view."""
+        base = insn.dram_base * elem_bytes
+        self._dram_rows(base, insn.y_size, insn.x_size * elem_bytes, insn.x_stride * elem_bytes,
+                        f"LOAD {insn.memory_type.name} of {insn.y_size} rows x {insn.x_size} "
+                        f"elements ({elem_bytes} B each, stride {insn.x_stride}) from element "
+                        f"{insn.dram_base}")
+        return as_strided(self.dram[base:], shape=(insn.y_size, insn.x_size, elem_bytes),
+                          strides=(insn.x_stride * elem_bytes, elem_bytes, 1), writeable=False)
+
+    def _decode_elements(self, mtype: MemType, raw: np.ndarray, elem_shape: tuple[int, ...]):
+        """uint8 [y, x, bytes] -> the SRAM's element type and shape."""
+        y, x = raw.shape[:2]
+        raw = np.ascontiguousarray(raw)
+        if mtype in (MemType.INP, MemType.WGT):
+            return raw.view(np.int8).reshape((y, x) + elem_shape)
+        if mtype is MemType.ACC:
+            return raw.view("<i4").reshape((y, x) + elem_shape)
+        if mtype is MemType.ACC_8BIT:
+            return raw.view(np.int8).astype(np.int32).reshape((y, x) + elem_shape)
+        # UOP: 32-bit little-endian words, decoded with the ISA's own field layout.
+        dst, src, wgt = decode_uops(raw.view("<u4").reshape(-1), self.layout)
+        return np.stack([dst, src, wgt], axis=-1).reshape(y, x, 3)
+
+    # ---- STORE ---------------------------------------------------------------------------------
+
+    def store(self, insn: MemInsn) -> int:
+        """Execute a STORE of OUT (acc narrowed to int8, wrapping); returns bytes written."""
+        if insn.x_size == 0:
+            return 0  # a token carrier
+        if insn.memory_type is not MemType.OUT:
+            raise SimFault(f"STORE supports only the OUT buffer, not {insn.memory_type.name}")
+        if insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
+            raise SimFault("STORE does not support padding (pads must be 0)")
+        n = insn.y_size * insn.x_size
+        depth = self.acc.shape[0]
+        if insn.sram_base + n > depth:
+            raise SimFault(f"out SRAM index out of range: the store reads entries "
+                           f"[{insn.sram_base}, {insn.sram_base + n}) but the out buffer has "
+                           f"depth {depth}")
+        if n == 0:
+            return 0
+        elem_bytes = self.cfg.out_elem_bytes
+        base = insn.dram_base * elem_bytes
+        self._dram_rows(base, insn.y_size, insn.x_size * elem_bytes, insn.x_stride * elem_bytes,
+                        f"STORE OUT of {insn.y_size} rows x {insn.x_size} elements "
+                        f"({elem_bytes} B each, stride {insn.x_stride}) to element "
+                        f"{insn.dram_base}")
+        # astype(int8) keeps the low 8 bits of each int32 lane: the hardware's truncation.
+        narrowed = self.acc[insn.sram_base:insn.sram_base + n].astype(np.int8)
+        rows = narrowed.view(np.uint8).reshape(insn.y_size, insn.x_size * elem_bytes)
+        row_bytes, stride = insn.x_size * elem_bytes, insn.x_stride * elem_bytes
+        if stride >= row_bytes:
+            dst = as_strided(self.dram[base:], shape=rows.shape, strides=(stride, 1),
+                             writeable=True)
+            dst[...] = rows
+        else:
+            # Overlapping DRAM rows: write them in order so later rows win, as in hardware.
+            for y in range(insn.y_size):
+                self.dram[base + y * stride:base + y * stride + row_bytes] = rows[y]
+        return n * elem_bytes

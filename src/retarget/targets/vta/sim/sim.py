@@ -1,0 +1,266 @@
+"""The VTA behavioural simulator: three modules, four token queues, exact semantics.
+
+The stream is split by module (LOAD of INP/WGT -> load; GEMM, ALU, FINISH and LOAD of
+UOP/ACC/ACC_8BIT -> compute; STORE -> store). Each module runs its instructions in order, an
+instruction only when every queue it pops from holds a token; it pops before and pushes after
+executing. Among the modules that can run, the one whose next instruction comes first in the
+stream goes first, so a well-formed stream executes in program order (what the published
+behavioural simulator does) while the token discipline is still enforced: a stream whose tokens
+cannot be satisfied stops with a DeadlockError naming each blocked instruction, never a hang.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+import numpy as np
+
+from ..config import VTAConfig
+from ..disasm import format_insn
+from ..isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
+                   Opcode, decode_insn, layout_for)
+from .compute import PlanCache, run_alu, run_gemm
+from .errors import DeadlockError, SimFault, SimulationError
+from .memory import SimMemory
+
+MODULES = ("load", "compute", "store")
+QUEUES = ("l2g", "g2l", "g2s", "s2g")
+L2G, G2L, G2S, S2G = range(4)
+
+# Per module, the queue each dependency flag refers to (None: the module has no such neighbour).
+#                 pop_prev, pop_next, push_prev, push_next
+_DEP_QUEUES = {
+    "load":    (None, G2L, None, L2G),
+    "compute": (L2G, S2G, G2L, G2S),
+    "store":   (G2S, None, S2G, None),
+}
+_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+
+
+@dataclass(slots=True)
+class SimCounters:
+    """The published simulator's counters, plus instructions run per module."""
+    inp_load_nbytes: int = 0
+    wgt_load_nbytes: int = 0
+    acc_load_nbytes: int = 0
+    uop_load_nbytes: int = 0
+    out_store_nbytes: int = 0
+    gemm_counter: int = 0     # iter_out * iter_in * (uop_end - uop_bgn) of non-reset GEMMs
+    alu_counter: int = 0      # the same for ALU instructions
+    load_insns: int = 0
+    compute_insns: int = 0
+    store_insns: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    def add(self, other: "SimCounters") -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    counters: SimCounters
+    instructions: int                 # instructions executed, FINISH included
+    finish_index: int                 # stream position of the FINISH that ended the run
+    tokens_left: dict[str, int] = field(default_factory=dict)  # tokens never popped
+
+    def macs(self, cfg: VTAConfig) -> int:
+        """Multiply-accumulates the GEMM core performed."""
+        return self.counters.gemm_counter * cfg.batch * cfg.block_in * cfg.block_out
+
+
+def _label(index: int, insn) -> str:
+    try:
+        text = format_insn(insn)
+    except Exception:  # a malformed object: still name it
+        text = type(insn).__name__
+    return f"instruction #{index} ({text})"
+
+
+def _fail(index: int, insn, message: str) -> SimulationError:
+    return SimulationError(f"{_label(index, insn)}: {message}", index)
+
+
+def decode(stream, cfg: VTAConfig) -> list[Insn]:
+    """Instruction dataclasses from bytes (raw 16-byte words) or pass a list through checked."""
+    if isinstance(stream, np.ndarray):
+        stream = stream.astype(np.uint8, copy=False).tobytes()
+    if isinstance(stream, (bytes, bytearray, memoryview)):
+        data = bytes(stream)
+        if len(data) % INSN_BYTES:
+            raise SimulationError(f"instruction stream of {len(data)} bytes is not a whole number "
+                                  f"of {INSN_BYTES}-byte instructions")
+        layout = layout_for(cfg)
+        out = []
+        for i in range(0, len(data), INSN_BYTES):
+            try:
+                out.append(decode_insn(data[i:i + INSN_BYTES], layout, i // INSN_BYTES))
+            except IsaError as e:
+                raise SimulationError(str(e), i // INSN_BYTES) from None
+        return out
+    return list(stream)
+
+
+def _module_of(index: int, insn) -> str:
+    """Which module runs `insn`; validates what dispatch depends on."""
+    if isinstance(insn, MemInsn):
+        if insn.opcode is Opcode.STORE:
+            return "store"
+        if insn.opcode is not Opcode.LOAD:
+            raise _fail(index, insn, f"memory instruction with opcode {insn.opcode!r}")
+        if insn.memory_type in (MemType.INP, MemType.WGT):
+            return "load"
+        if insn.memory_type in (MemType.UOP, MemType.ACC, MemType.ACC_8BIT):
+            return "compute"
+        raise _fail(index, insn, f"LOAD cannot target memory type {insn.memory_type!r}")
+    if isinstance(insn, (GemmInsn, AluInsn, FinishInsn)):
+        return "compute"
+    raise SimulationError(f"instruction #{index}: unknown opcode / instruction object "
+                          f"{insn!r}; expected LOAD, STORE, GEMM, ALU or FINISH", index)
+
+
+def _check_fields(index: int, insn) -> None:
+    """Hand-built dataclasses can hold anything: every numeric field must be a non-negative int
+    (except the ALU immediate, which is signed)."""
+    for f in fields(insn):
+        if f.name in ("deps", "opcode", "memory_type", "alu_op", "imm", "reset", "use_imm"):
+            continue
+        v = getattr(insn, f.name)
+        if not isinstance(v, (int, np.integer)) or v < 0:
+            raise _fail(index, insn, f"field {f.name}={v!r} must be a non-negative integer")
+
+
+class Simulator:
+    """One VTA instance: its memory (DRAM + SRAMs, persistent across runs) and a plan cache.
+
+    `dram` may be given (a contiguous uint8 array, e.g. a device's memory, used in place);
+    otherwise `dram_bytes` (default cfg.dram_bytes) of zeroed memory is created.
+    """
+
+    def __init__(self, cfg: VTAConfig, dram: np.ndarray | None = None,
+                 dram_bytes: int | None = None):
+        self.cfg = cfg
+        if dram is None:
+            dram = np.zeros(cfg.dram_bytes if dram_bytes is None else dram_bytes, dtype=np.uint8)
+        self.mem = SimMemory(cfg, dram)
+        self.plans = PlanCache()
+        self.totals = SimCounters()   # summed over every run
+
+    @property
+    def dram(self) -> np.ndarray:
+        return self.mem.dram
+
+    def run(self, stream) -> SimResult:
+        """Execute an instruction stream (bytes or a list of instruction dataclasses) until
+        FINISH. Raises SimulationError (a DeviceError) naming the instruction on any fault."""
+        insns = decode(stream, self.cfg)
+        queues_of = []
+        program: dict[str, list[int]] = {m: [] for m in MODULES}
+        for i, insn in enumerate(insns):
+            module = _module_of(i, insn)
+            _check_fields(i, insn)
+            dq = _DEP_QUEUES[module]
+            deps = insn.deps
+            pops, pushes = [], []
+            for k, flag in enumerate(_FLAGS):
+                if getattr(deps, flag):
+                    if dq[k] is None:
+                        raise _fail(i, insn, f"{flag} is set but the {module} module has no "
+                                    f"{'previous' if 'prev' in flag else 'next'} stage")
+                    (pops if k < 2 else pushes).append(dq[k])
+            queues_of.append((tuple(pops), tuple(pushes)))
+            program[module].append(i)
+        return self._execute(insns, program, queues_of)
+
+    def _execute(self, insns, program, queues_of) -> SimResult:
+        counters = SimCounters()
+        tokens = [0, 0, 0, 0]
+        lists = [program[m] for m in MODULES]
+        heads = [0, 0, 0]
+        finish_index = -1
+        executed = 0
+        while True:
+            # The runnable head instruction earliest in the stream goes next.
+            best, best_m = None, -1
+            for m in range(3):
+                if heads[m] < len(lists[m]):
+                    i = lists[m][heads[m]]
+                    if (best is None or i < best) and all(tokens[q] for q in queues_of[i][0]):
+                        best, best_m = i, m
+            if best is None:
+                break
+            i = best
+            insn = insns[i]
+            pops, pushes = queues_of[i]
+            for q in pops:
+                tokens[q] -= 1
+            try:
+                self._step(insn, counters)
+            except SimFault as e:
+                raise _fail(i, insn, str(e)) from None
+            for q in pushes:
+                tokens[q] += 1
+            heads[best_m] += 1
+            executed += 1
+            setattr(counters, MODULES[best_m] + "_insns",
+                    getattr(counters, MODULES[best_m] + "_insns") + 1)
+            if isinstance(insn, FinishInsn):
+                finish_index = i
+                break
+
+        pending = [(MODULES[m], lists[m][heads[m]]) for m in range(3) if heads[m] < len(lists[m])]
+        queue_counts = dict(zip(QUEUES, tokens))
+        if finish_index < 0:
+            if not pending:
+                last = len(insns) - 1
+                where = f"; the last is {_label(last, insns[last])}" if insns else ""
+                raise SimulationError(f"missing FINISH: the stream of {len(insns)} instruction(s) "
+                                      f"ran to its end without a FINISH{where}",
+                                      last if insns else None)
+            blocked = []
+            for module, i in pending:
+                waits = tuple(QUEUES[q] for q in queues_of[i][0] if tokens[q] == 0)
+                blocked.append((module, i, format_insn(insns[i]), waits))
+            lines = "; ".join(f"{mod} module blocked at {_label(i, insns[i])} waiting on "
+                              f"{'/'.join(w)}" for mod, i, _, w in blocked)
+            raise DeadlockError(f"token deadlock after {executed} instruction(s): {lines}; "
+                                f"queue tokens {queue_counts}", blocked, queue_counts)
+        if pending:
+            lines = ", ".join(f"{mod} {_label(i, insns[i])}" for mod, i in pending)
+            raise SimulationError(f"{_label(finish_index, insns[finish_index])} ended the stream "
+                                  f"while instructions had not run: {lines}; FINISH must come "
+                                  f"after them in the stream and wait for them through tokens",
+                                  finish_index)
+        self.totals.add(counters)
+        return SimResult(counters, executed, finish_index,
+                         {k: v for k, v in queue_counts.items() if v})
+
+    def _step(self, insn, counters: SimCounters) -> None:
+        mem = self.mem
+        if isinstance(insn, MemInsn):
+            if insn.opcode is Opcode.STORE:
+                counters.out_store_nbytes += mem.store(insn)
+                return
+            nbytes = mem.load(insn)
+            mt = insn.memory_type
+            if mt is MemType.INP:
+                counters.inp_load_nbytes += nbytes
+            elif mt is MemType.WGT:
+                counters.wgt_load_nbytes += nbytes
+            elif mt is MemType.UOP:
+                counters.uop_load_nbytes += nbytes
+            else:
+                counters.acc_load_nbytes += nbytes
+        elif isinstance(insn, GemmInsn):
+            run_gemm(insn, mem, self.plans)
+            if not insn.reset:
+                counters.gemm_counter += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+        elif isinstance(insn, AluInsn):
+            run_alu(insn, mem, self.plans)
+            counters.alu_counter += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+
+
+def run_stream(cfg: VTAConfig, dram: np.ndarray, stream) -> SimResult:
+    """Run `stream` on a fresh simulator whose DRAM is `dram` (modified in place)."""
+    return Simulator(cfg, dram=dram).run(stream)
