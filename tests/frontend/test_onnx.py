@@ -203,3 +203,16 @@ def test_zoo_models_import_and_match_onnxruntime(name, tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     # Exported back, the simplified graph still runs on onnxruntime with the same result.
     np.testing.assert_allclose(_ort(to_onnx(g), {name_in: x})[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_constant_node_forms():
+    y = h.make_tensor_value_info("y", T.INT64, [3])
+    nodes = [h.make_node("Constant", [], ["a"], name="ca", value_ints=[1, 2, 3]),
+             h.make_node("Constant", [], ["b"], name="cb", value_int=10),
+             h.make_node("Add", ["a", "b"], ["y"], name="add")]
+    g = import_model(_model(nodes, [], [y]))
+    assert g.nodes == [] and g.outputs[0].name == "y"  # everything folded
+    assert g.outputs[0].const.tolist() == [11, 12, 13] and g.outputs[0].const.dtype == np.int64
+    sparse = h.make_node("Constant", [], ["y"], name="sp", value_strings=["a"])
+    with pytest.raises(UnsupportedOpError, match="Constant 'sp'.*value_strings"):
+        import_model(_model([sparse], [], [y]))

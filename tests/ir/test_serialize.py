@@ -92,3 +92,16 @@ def test_load_errors(tmp_path):
     (tmp_path / "h.json").write_text(json.dumps(doc))
     with pytest.raises(ModelLoadError, match="nowhere"):
         load_graph(tmp_path / "h.json")
+
+
+def test_zoo_network_round_trips_bit_exactly(tmp_path):
+    from retarget import zoo
+    from retarget.frontend.onnx import import_model
+    g = import_model(zoo.build("resnet18", size=32, num_classes=10, width=0.25))
+    save_graph(g, tmp_path / "r18.json")
+    h = load_graph(tmp_path / "r18.json")
+    assert format_graph(h) == format_graph(g)
+    x = np.random.default_rng(1).standard_normal(g.inputs[0].type.shape).astype(np.float32)
+    a = run_graph(g, {g.inputs[0].name: x})
+    b = run_graph(h, {h.inputs[0].name: x})
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
