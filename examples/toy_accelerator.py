@@ -222,14 +222,26 @@ class ToyTarget(Target):
     rules: ClassVar[dict] = {"Conv": _conv_rule, "Relu": _relu_rule, "Gemm": _gemm_rule}
     kernel_kinds: ClassVar[dict] = {ToyProgram.kind: ToyProgram}
 
+    def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
+        # A Relu is only ever fused: its Conv must be in the same region (it may have been
+        # forced onto the cpu, or left there by the size rule, after the rules said yes).
+        here = {id(n) for n in nodes}
+        producers = graph.producers()
+        return {n.name: "toy runs Relu only fused after a Conv in the same region"
+                for n in nodes if n.op == "Relu" and id(producers.get(n.inputs[0])) not in here}
+
     def make_device(self) -> ToyDevice:
         return ToyDevice(memory_bytes=self.config.memory_bytes)
 
     def lower(self, region: Region) -> ToyProgram:
         steps, consts, shapes = [], {}, {}
         fused = {}   # Conv output value name -> the Relu node that consumes it
+        convs = {n.outputs[0].name for n in region.nodes if n.op == "Conv"}
         for n in region.nodes:
             if n.op == "Relu":
+                if n.inputs[0].name not in convs:
+                    raise TargetError(f"toy cannot lower Relu '{n.name}' without its Conv "
+                                      f"in region {region.name!r}")
                 fused[n.inputs[0].name] = n
         for n in region.nodes:
             for v in n.inputs + n.outputs:

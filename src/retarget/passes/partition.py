@@ -133,15 +133,22 @@ def partition(graph: Graph, target: Target, *, cpu_nodes: Iterable[str] = (),
             placement.append(target.name if s.ok else CPU)
             reason.append(s.reason or ("supported" if s.ok else "refused"))
 
-    # 2. merge supported nodes into convex regions
-    clusters = _Clusters(len(nodes), preds)
-    for i in range(len(nodes)):
-        if placement[i] == CPU:
-            continue
-        for c in sorted({clusters.of(p) for p in preds[i] if placement[p] != CPU}):
-            c = clusters.of(c)
-            if clusters.of(i) != c and clusters.can_merge(clusters.of(i), c):
-                clusters.merge(clusters.of(i), c)
+    # 2. merge supported nodes into convex regions; the target may then refuse nodes that
+    #    depend on their region's other members (fusion), which sends them to the CPU and
+    #    regroups. Terminates: each round moves at least one node to the CPU.
+    while True:
+        clusters = _merge(len(nodes), preds, placement)
+        refused = 0
+        for members in clusters.groups():
+            if placement[members[0]] == CPU:
+                continue
+            by_name = {nodes[i].name: i for i in members}
+            for name, why in target.check_region([nodes[i] for i in members], graph).items():
+                if name in by_name and placement[by_name[name]] != CPU:
+                    placement[by_name[name]], reason[by_name[name]] = CPU, why
+                    refused += 1
+        if not refused:
+            break
 
     # 3. drop regions too small to be worth their copies
     limit = target.min_region_macs if min_region_macs is None else int(min_region_macs)
@@ -168,6 +175,19 @@ def partition(graph: Graph, target: Target, *, cpu_nodes: Iterable[str] = (),
     result = Partition(graph, target, regions, report)
     verify_partition(result)
     return result
+
+
+def _merge(count: int, preds: list[list[int]], placement: list[str]) -> "_Clusters":
+    """Greedy convex merging in topological order (see the module docstring, step 2)."""
+    clusters = _Clusters(count, preds)
+    for i in range(count):
+        if placement[i] == CPU:
+            continue
+        for c in sorted({clusters.of(p) for p in preds[i] if placement[p] != CPU}):
+            c = clusters.of(c)
+            if clusters.of(i) != c and clusters.can_merge(clusters.of(i), c):
+                clusters.merge(clusters.of(i), c)
+    return clusters
 
 
 def _match_overrides(nodes: list[Node], patterns: list[str]) -> dict[int, str]:

@@ -6,6 +6,8 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
   `presets` names ready-made configs.
 - `rules`: op name -> function(target, node, graph) -> Support. An op missing from the table is
   refused with a reason; the partitioner keeps refused nodes on the CPU and reports why.
+  `check_region(nodes, graph)` may refuse nodes once regions are formed (rules that depend on
+  what else runs in the region, such as fusion).
 - `lower(region) -> Kernel`: compile one offloaded region. A Kernel serialises itself to files
   in a Module artifact and is rebuilt from them by `load_kernel`, which looks the kernel kind up
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
@@ -167,6 +169,13 @@ class Target:
         if rule is None:
             return Support.no(f"{self.name} has no kernel for {node.op}")
         return rule(self, node, graph)
+
+    def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
+        """Nodes (by name) this target cannot run in a region made of exactly `nodes`, each
+        with the reason. For rules that depend on neighbours: e.g. a Relu a target runs only
+        fused into a Conv of the same region, whose Conv was forced onto the CPU. The
+        partitioner moves them to the CPU and regroups. Default: none."""
+        return {}
 
     @property
     def min_region_macs(self) -> int:
