@@ -72,7 +72,7 @@ class SimResult:
 
 def _label(index: int, insn) -> str:
     try:
-        text = format_insn(insn)
+        text = " ".join(format_insn(insn).split())   # the listing's column padding, collapsed
     except Exception:  # a malformed object: still name it
         text = type(insn).__name__
     return f"instruction #{index} ({text})"
@@ -221,7 +221,7 @@ class Simulator:
             blocked = []
             for module, i in pending:
                 waits = tuple(QUEUES[q] for q in queues_of[i][0] if tokens[q] == 0)
-                blocked.append((module, i, format_insn(insns[i]), waits))
+                blocked.append((module, i, " ".join(format_insn(insns[i]).split()), waits))
             lines = "; ".join(f"{mod} module blocked at {_label(i, insns[i])} waiting on "
                               f"{'/'.join(w)}" for mod, i, _, w in blocked)
             raise DeadlockError(f"token deadlock after {executed} instruction(s): {lines}; "
