@@ -79,7 +79,9 @@ def gemm_shape(a_shape, b_shape, c_shape, transA, transB) -> tuple[int, int]:
         raise ShapeError(f"Gemm A{list(a_shape)} (transA={transA}) by B{list(b_shape)} "
                          f"(transB={transB}): inner dimensions {k} and {kb} differ")
     if c_shape is not None:
-        if len(c_shape) > 2 or broadcast_shapes(tuple(c_shape), (m, n)) != (m, n):
+        # unidirectional: C stretches to (M, N), never the other way round
+        fits = all(cd in (1, full) for cd, full in zip(tuple(c_shape)[::-1], (n, m)))
+        if len(c_shape) > 2 or not fits:
             raise ShapeError(f"Gemm C of shape {list(c_shape)} does not broadcast to "
                              f"[{m}, {n}]")
     return m, n
