@@ -50,6 +50,9 @@ def parse_input_shapes(items: list[str], input_names: list[str]) -> dict[str, tu
                 raise InputError(f"--input-shape {item!r}: the model has inputs {input_names}; "
                                  f"say which one, e.g. {input_names[0] if input_names else 'x'}={item}")
             name = input_names[0]
+        elif name not in input_names:
+            raise InputError(f"--input-shape {item!r}: the model has no input {name!r}; its "
+                             f"inputs are {input_names}")
         shapes[name] = parse_shape(dims, item)
     return shapes
 

@@ -61,13 +61,22 @@ def run_model(args: argparse.Namespace) -> int:
 
 
 def _load_array_file(path: str, item: str):
+    where = f"--input {item}" if item == path else f"--input {item} ({path})"
+    with open(path, "rb") as f:  # FileNotFoundError propagates: the CLI reports it as is
+        magic = f.read(6)
+    # NumPy's own message for a foreign file talks about pickles; say what the file is not.
+    if not (magic.startswith(b"\x93NUMPY") or magic.startswith(b"PK\x03\x04")):
+        raise InputError(f"{where}: not a NumPy .npy or .npz file")
     try:
         return np.load(path, allow_pickle=False)  # never unpickle what a user hands us
-    except FileNotFoundError:
-        raise
-    except (ValueError, OSError, EOFError) as e:
-        raise InputError(f"--input {item!r}: {path} is not a readable .npy/.npz file "
-                         f"({str(e).splitlines()[0] if str(e) else type(e).__name__})") from None
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise InputError(f"{where}: holds Python objects (pickled data), which retarget "
+                             f"does not load; save a numeric array") from None
+        raise InputError(f"{where}: unreadable .npy/.npz file ({e})") from None
+    except (OSError, EOFError) as e:
+        raise InputError(f"{where}: unreadable .npy/.npz file "
+                         f"({str(e) or type(e).__name__})") from None
 
 
 def read_input_files(items: list[str], input_names: list[str]) -> dict[str, np.ndarray]:
