@@ -309,3 +309,42 @@ def test_disasm_listing_and_cli(tmp_path, capsys):
     args = parser.parse_args(["disasm", str(tmp_path / "bad.bin")])
     with pytest.raises(IsaError, match="instruction 0: unknown opcode 6"):
         args.func(args)
+
+
+# ---- static token check --------------------------------------------------------------------
+
+@pytest.mark.parametrize("with_tokens", [True, False])
+def test_hazard_check_raw(with_tokens):
+    from retarget.targets.vta.hazards import HazardError, check_hazards
+    b = StreamBuilder()
+    b.alloc("x", (1, 4, 1, 16))
+    b.alloc("w", (1, 4, 16, 16))
+    b.alloc("y", (1, 1, 1, 16))
+    b.load_2d(MemType.INP, 0, "x", 0, 4, 1, 4)
+    b.load_2d(MemType.WGT, 0, "w", 0, 4, 1, 4)
+    if with_tokens:
+        b.dep_push(LOAD, COMPUTE)
+        b.dep_pop(LOAD, COMPUTE)
+    b.gemm(b.uop_kernel([(0, 0, 0)]), reset=True)
+    b.gemm(b.uop_kernel([(0, k, k) for k in range(4)]))
+    b.alu(b.uop_kernel([(0, 0)]), AluOp.SHR, 8)
+    if with_tokens:
+        b.dep_push(COMPUTE, STORE)
+        b.dep_pop(COMPUTE, STORE)
+    b.store_2d(0, "y", 0, 1, 1, 1)
+    prog = b.finish()
+    if with_tokens:
+        assert check_hazards(prog) > 0
+    else:
+        with pytest.raises(HazardError, match=r"instruction 5 \(GEMM.*reads inp\[0\].*"
+                                              r"instruction 0 \(LOAD   INP.*no token path"):
+            check_hazards(prog)
+
+
+def test_hazard_check_deadlock():
+    from retarget.targets.vta.hazards import HazardError, check_hazards
+    b = small_builder()
+    b.dep_pop(COMPUTE, LOAD)          # nothing ever pushes compute -> load
+    b.load_2d(MemType.INP, 0, "x", 0, 4, 1, 4)
+    with pytest.raises(HazardError, match="token deadlock: blocked at instruction 0"):
+        check_hazards(b.finish())

@@ -6,6 +6,7 @@ import pytest
 
 from retarget.targets.vta.builder import Program, StreamBuilder
 from retarget.targets.vta.config import preset
+from retarget.targets.vta.hazards import check_hazards
 from retarget.targets.vta.isa import AluOp, MemType
 from retarget.targets.vta.layout import pack_matrix, unpack_matrix
 
@@ -20,6 +21,7 @@ def run(prog: Program, data: dict) -> tuple[np.ndarray, object]:
     dram = prog.dram_image(data)
     result = sim.run_stream(prog.config, dram, prog.stream())
     assert result.tokens_left == {} or set(result.tokens_left) <= {"g2l", "s2g"}
+    check_hazards(prog)   # every cross-module conflict is ordered by tokens
     return dram, result
 
 
@@ -317,3 +319,26 @@ def test_blocked_gemm_256x256x64(cfg_name, vthreads):
     assert c.out_store_nbytes == batch * channel
     # kernels repeat across tiles: after the first group every kernel is a cache hit
     assert prog.stats["uop_cache_hits"] > prog.stats["uop_cache_misses"]
+
+
+# ---- token discipline ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("vthreads", [1, 2])
+def test_blocked_gemm_tokens_order_every_conflict(vthreads):
+    """The simulator runs a stream in program order, so a missing token cannot change its
+    results; the static check must accept the blocked GEMM and reject it without its WAR pops."""
+    from retarget.targets.vta.hazards import HazardError, check_hazards
+    from retarget.targets.vta.isa import Deps
+    cfg = preset("pynq")
+    prog = blocked_gemm(cfg, 128, 128, 64, vthreads)
+    assert check_hazards(prog) > 0
+    # drop the first WAR pop of the load module (compute -> load): a load may now overwrite
+    # INP while a GEMM still reads it
+    i = next(k for k, insn in enumerate(prog.insns)
+             if getattr(insn, "memory_type", None) is MemType.INP and insn.deps.pop_next)
+    broken = list(prog.insns)
+    broken[i] = type(broken[i])(**{**{f: getattr(broken[i], f) for f in broken[i].__slots__},
+                                   "deps": Deps(push_next=broken[i].deps.push_next)})
+    bad = Program(prog.config, broken, prog.uops, prog.uop_base, prog.buffers, prog.dram_bytes)
+    with pytest.raises(HazardError, match="no token path"):
+        check_hazards(bad)
