@@ -24,11 +24,14 @@ class DeadlockError(SimulationError):
     """No module can run its next instruction (each waits on an empty token queue) and
     instructions remain. `blocked` lists (module, index, text, queues waited on)."""
 
-    def __init__(self, message: str, blocked: list[tuple[str, int, str, tuple[str, ...]]],
-                 queues: dict[str, int]):
+    def __init__(self, message: str,
+                 blocked: list[tuple[str, int, str, tuple[str, ...]]] | None = None,
+                 queues: dict[str, int] | None = None):
+        # Defaults let wrappers (e.g. a device naming the failed task) re-raise the same class.
+        blocked = blocked or []
         super().__init__(message, blocked[0][1] if blocked else None)
         self.blocked = blocked
-        self.queues = queues
+        self.queues = queues or {}
 
 
 class SimFault(Exception):

@@ -24,6 +24,15 @@ from ..isa import IsaLayout, MemInsn, MemType, decode_uops, layout_for
 from .errors import SimFault, SimulationError
 
 
+def dram_elem_bytes(cfg: VTAConfig, mtype: MemType) -> int:
+    """Bytes of one DRAM element for a LOAD/STORE of `mtype` (dram_base counts these)."""
+    return {MemType.UOP: cfg.uop_elem_bytes, MemType.INP: cfg.inp_elem_bytes,
+            MemType.WGT: cfg.wgt_elem_bytes, MemType.ACC: cfg.acc_elem_bytes,
+            MemType.OUT: cfg.out_elem_bytes,
+            # ACC_8BIT: int8 in DRAM, one byte per accumulator lane, sign-extended on load.
+            MemType.ACC_8BIT: cfg.batch * cfg.block_out}[mtype]
+
+
 @dataclass(slots=True)
 class SimMemory:
     """DRAM plus SRAMs of one VTA instance. `dram` is a 1-D uint8 array (it may be a view of a
@@ -60,18 +69,12 @@ class SimMemory:
 
     def _target(self, mtype: MemType) -> tuple[np.ndarray, int, str]:
         """(SRAM array, element bytes in DRAM, buffer name) for a LOAD of `mtype`."""
-        c = self.cfg
-        if mtype is MemType.INP:
-            return self.inp, c.inp_elem_bytes, "inp"
-        if mtype is MemType.WGT:
-            return self.wgt, c.wgt_elem_bytes, "wgt"
-        if mtype is MemType.ACC:
-            return self.acc, c.acc_elem_bytes, "acc"
-        if mtype is MemType.ACC_8BIT:
-            # int8 in DRAM, one byte per accumulator lane, sign-extended on load.
-            return self.acc, c.batch * c.block_out, "acc"
-        if mtype is MemType.UOP:
-            return self.uop, c.uop_elem_bytes, "uop"
+        buffers = {MemType.INP: (self.inp, "inp"), MemType.WGT: (self.wgt, "wgt"),
+                   MemType.ACC: (self.acc, "acc"), MemType.ACC_8BIT: (self.acc, "acc"),
+                   MemType.UOP: (self.uop, "uop")}
+        if mtype in buffers:
+            sram, name = buffers[mtype]
+            return sram, dram_elem_bytes(self.cfg, mtype), name
         raise SimFault(f"a LOAD cannot target the {mtype.name} buffer (only UOP, WGT, INP, ACC, "
                        "ACC_8BIT)")
 
