@@ -104,11 +104,15 @@ def _check_int32_range(op: str, y: np.ndarray) -> None:
 
 # ---- QuantizeP2 / DequantizeP2 --------------------------------------------------------------------
 def quantize_p2(x, *, frac_bits, rounding, lo, hi, dtype):
-    """float -> integer: saturate(round(x * 2**frac_bits)) to [lo, hi]."""
+    """float -> integer: saturate(round(x * 2**frac_bits)) to [lo, hi].
+
+    `frac_bits` is an int in graphs; passes also call this with an array of per-channel
+    fractional bits (broadcasting against x) to quantise weights."""
     _check_rounding(rounding)
     if np.isnan(x).any():
         raise InputError("QuantizeP2: input contains NaN")
-    v = np.asarray(x, np.float64) * np.ldexp(1.0, int(frac_bits))  # exact: a power-of-two scale
+    scale = np.ldexp(1.0, np.asarray(frac_bits).astype(np.int32))
+    v = np.asarray(x, np.float64) * scale  # exact: multiplying by a power of two
     v = np.floor(v + 0.5) if rounding == "half_up" else np.rint(v)
     return saturate(v, lo, hi, dtype)
 

@@ -1,0 +1,87 @@
+"""Calibration for post-training quantisation: run the float graph, record max|x| per value.
+
+The samples are what the user gives (real inputs give real ranges); with none we fall back to
+standard-normal random data and say so, because ranges from noise can be far from the real
+ones. Fractional bits are then chosen from the maxima (`frac_bits_for`).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Iterable, Mapping, Union
+
+import numpy as np
+
+from ..errors import InputError
+from ..ir.graph import Graph
+from ..targets.cpu.reference import run_graph
+
+# Fractional bits are kept in this range: a tensor of all zeros (or a tiny one) would otherwise
+# ask for an unbounded scale, and shifts beyond ~30 bits are meaningless for int32 accumulators.
+MIN_FRAC_BITS, MAX_FRAC_BITS = -24, 24
+# The largest magnitude a symmetric int8 tensor uses (-128 is left for saturation only).
+QMAX = 127
+NUM_RANDOM_SAMPLES = 4
+
+Samples = Union[None, np.ndarray, Mapping[str, np.ndarray], Iterable[Mapping[str, np.ndarray]]]
+
+
+def frac_bits_for(max_abs: float, qmax: int = QMAX) -> int:
+    """The largest f with max_abs * 2**f <= qmax, so the extreme value rounds to at most qmax
+    and nothing calibrated saturates. Clamped to [MIN_FRAC_BITS, MAX_FRAC_BITS]."""
+    if not math.isfinite(max_abs):
+        raise InputError(f"calibration saw a non-finite value ({max_abs}); check the inputs")
+    if max_abs <= 0:
+        return MAX_FRAC_BITS
+    f = math.floor(math.log2(qmax / max_abs))
+    # log2 is rounded; make the inequality exact with ldexp (exact for powers of two).
+    while math.ldexp(max_abs, f) > qmax:
+        f -= 1
+    while math.ldexp(max_abs, f + 1) <= qmax:
+        f += 1
+    return max(MIN_FRAC_BITS, min(MAX_FRAC_BITS, f))
+
+
+def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RANDOM_SAMPLES,
+                   seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Normalise the accepted sample forms into a list of input dicts for `graph`.
+
+    Accepted: None (random data, with a warning); one dict name -> array; a list of such
+    dicts; or, for a single-input graph, an array whose leading axis is a multiple of the
+    input's batch size (split into batches)."""
+    if samples is None:
+        warnings.warn("quantize: no calibration inputs given; calibrating on standard-normal "
+                      "random data, so the int8 ranges may not fit real inputs",
+                      stacklevel=4)
+        rng = np.random.default_rng(seed)
+        return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
+                 for v in graph.inputs} for _ in range(num_random)]
+    if isinstance(samples, np.ndarray):
+        if len(graph.inputs) != 1:
+            raise InputError(f"a bare calibration array needs a single-input graph; this one "
+                             f"has inputs {[v.name for v in graph.inputs]}: pass dicts")
+        v = graph.inputs[0]
+        b = v.type.shape[0] if v.type.shape else 1
+        if samples.shape[1:] != v.type.shape[1:] or samples.shape[0] % max(b, 1):
+            raise InputError(f"calibration array of shape {list(samples.shape)} does not split "
+                             f"into batches of input {v.name!r} {v.type}")
+        return [{v.name: samples[i:i + b].astype(v.type.dtype)}
+                for i in range(0, samples.shape[0], b)]
+    if isinstance(samples, Mapping):
+        return [dict(samples)]
+    batches = [dict(s) for s in samples]
+    if not batches:
+        raise InputError("calibration inputs are empty; pass None to calibrate on random data")
+    return batches
+
+
+def calibrate(graph: Graph, batches: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """max|x| over all batches for every float value the graph computes (inputs included)."""
+    maxima: dict[str, float] = {}
+    for batch in batches:
+        values = run_graph(graph, batch, intermediates=True)
+        for name, a in values.items():
+            if np.issubdtype(a.dtype, np.floating):
+                m = float(np.max(np.abs(a))) if a.size else 0.0
+                maxima[name] = max(maxima.get(name, 0.0), m)
+    return maxima
