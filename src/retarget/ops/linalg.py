@@ -6,14 +6,13 @@ and return int32 (ShapeError if a result does not fit int32, rather than wrappin
 """
 from __future__ import annotations
 
-from math import prod
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..ir.types import TensorType
 from .common import broadcast_shapes
-from .nn import _check_same_kind, _is_int, _result
+from .nn import exact_result, is_int_dtype, result_dtype
 from .registry import OpDef, register
 
 
@@ -39,7 +38,7 @@ def matmul_shape(a_shape, b_shape) -> tuple[int, ...]:
 
 def _matmul_infer(attrs, types, consts):
     a, b = types
-    return [TensorType(matmul_shape(a.shape, b.shape), _check_same_kind("MatMul", a, b))]
+    return [TensorType(matmul_shape(a.shape, b.shape), result_dtype("MatMul", a, b))]
 
 
 def _matmul_macs(attrs, in_types, out_types) -> int:
@@ -49,8 +48,8 @@ def _matmul_macs(attrs, in_types, out_types) -> int:
 def matmul(a, b):
     """ONNX MatMul = numpy.matmul semantics: batched, broadcasting, 1-D operands allowed."""
     matmul_shape(a.shape, b.shape)
-    acc = np.int64 if _is_int(a.dtype) else np.float64
-    return _result(np.matmul(a.astype(acc), b.astype(acc)), a.dtype, "MatMul")
+    acc = np.int64 if is_int_dtype(a.dtype) else np.float64
+    return exact_result(np.matmul(a.astype(acc), b.astype(acc)), a.dtype, "MatMul")
 
 
 def matmul_fast(a, b):
@@ -88,7 +87,7 @@ def gemm_shape(a_shape, b_shape, c_shape, transA, transB) -> tuple[int, int]:
 
 
 def _gemm_check_int(a, alpha, beta):
-    if _is_int(a) and (alpha != 1.0 or beta != 1.0):
+    if is_int_dtype(a) and (alpha != 1.0 or beta != 1.0):
         raise UnsupportedOpError(f"integer Gemm with alpha={alpha}, beta={beta}: only "
                                  f"alpha=beta=1 is exact in integers")
 
@@ -99,7 +98,7 @@ def _gemm_infer(attrs, types, consts):
     m, n = gemm_shape(a.shape, b.shape, None if c is None else c.shape,
                       attrs["transA"], attrs["transB"])
     _gemm_check_int(a.dtype, attrs["alpha"], attrs["beta"])
-    return [TensorType((m, n), _check_same_kind("Gemm", a, b, c))]
+    return [TensorType((m, n), result_dtype("Gemm", a, b, c))]
 
 
 def _gemm_macs(attrs, in_types, out_types) -> int:
@@ -111,14 +110,14 @@ def gemm(a, b, c=None, *, alpha, beta, transA, transB):
     """Y = alpha * A' @ B' + beta * C, A' = A.T if transA, B' = B.T if transB, C broadcast."""
     gemm_shape(a.shape, b.shape, None if c is None else c.shape, transA, transB)
     _gemm_check_int(a.dtype, alpha, beta)
-    acc = np.int64 if _is_int(a.dtype) else np.float64
+    acc = np.int64 if is_int_dtype(a.dtype) else np.float64
     a2 = a.astype(acc).T if transA else a.astype(acc)
     b2 = b.astype(acc).T if transB else b.astype(acc)
-    if _is_int(a.dtype):  # alpha = beta = 1 here, kept exact
+    if is_int_dtype(a.dtype):  # alpha = beta = 1 here, kept exact
         y = a2 @ b2 + (0 if c is None else c.astype(acc))
     else:
         y = alpha * (a2 @ b2) + (0 if c is None else beta * c.astype(acc))
-    return _result(np.asarray(y), a.dtype, "Gemm")
+    return exact_result(np.asarray(y), a.dtype, "Gemm")
 
 
 def gemm_fast(a, b, c=None, *, alpha, beta, transA, transB):

@@ -16,9 +16,9 @@ from math import prod
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import ShapeError
 from ..ir.types import TensorType
-from .registry import REQUIRED, OpDef, register
+from .registry import OpDef, register
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -128,7 +128,8 @@ def pad_spatial(x: np.ndarray, begin, end, value) -> np.ndarray:
     return out
 
 
-def _is_int(dtype) -> bool:
+def is_int_dtype(dtype) -> bool:
+    """True for integer dtypes (the quantised forms of conv-like ops)."""
     return np.issubdtype(np.dtype(dtype), np.integer)
 
 
@@ -140,14 +141,15 @@ def exact_int32(y: np.ndarray, op: str) -> np.ndarray:
     return y.astype(np.int32)
 
 
-def _result(acc: np.ndarray, dtype, op: str) -> np.ndarray:
-    return exact_int32(acc, op) if _is_int(dtype) else acc.astype(dtype)
+def exact_result(acc: np.ndarray, dtype, op: str) -> np.ndarray:
+    """A float64/int64 accumulator as the op's output: the input's float dtype, or int32."""
+    return exact_int32(acc, op) if is_int_dtype(dtype) else acc.astype(dtype)
 
 
-def _check_same_kind(op: str, *types) -> str:
+def result_dtype(op: str, *types) -> str:
     """The output dtype of a conv-like op: the float input dtype, or int32 for integer inputs."""
     present = [t for t in types if t is not None]
-    kinds = {_is_int(t.dtype) for t in present}
+    kinds = {is_int_dtype(t.dtype) for t in present}
     if len(kinds) > 1:
         raise ShapeError(f"{op} mixes integer and float inputs "
                          f"({', '.join(t.dtype for t in present)})")
@@ -190,7 +192,7 @@ def _conv_infer(attrs, types, consts):
     x, w = types[0], types[1]
     b = types[2] if len(types) > 2 else None
     win = conv_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
-    return [TensorType((x.shape[0], w.shape[0]) + win.out, _check_same_kind("Conv", x, w, b))]
+    return [TensorType((x.shape[0], w.shape[0]) + win.out, result_dtype("Conv", x, w, b))]
 
 
 def _conv_macs(attrs, in_types, out_types) -> int:
@@ -202,7 +204,7 @@ def conv(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, stride
     """ONNX Conv, by definition: for every kernel tap, add (shifted input) x (weight slice)."""
     win = conv_window(x.shape, w.shape, None if b is None else b.shape, auto_pad, dilations,
                       group, kernel_shape, pads, strides)
-    acc = np.int64 if _is_int(x.dtype) else np.float64
+    acc = np.int64 if is_int_dtype(x.dtype) else np.float64
     n, c = x.shape[:2]
     m = w.shape[0]
     xg = pad_spatial(x.astype(acc), win.pads_begin, win.pads_end, 0)
@@ -215,7 +217,7 @@ def conv(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, stride
     y = y.reshape((n, m) + win.out)
     if b is not None:
         y += b.astype(acc).reshape((m,) + (1,) * len(win.out))
-    return _result(y, x.dtype, "Conv")
+    return exact_result(y, x.dtype, "Conv")
 
 
 def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, strides):
@@ -332,7 +334,7 @@ def _conv_t_infer(attrs, types, consts):
     b = types[2] if len(types) > 2 else None
     win = conv_transpose_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
     m = w.shape[1] * attrs["group"]
-    return [TensorType((x.shape[0], m) + win.out, _check_same_kind("ConvTranspose", x, w, b))]
+    return [TensorType((x.shape[0], m) + win.out, result_dtype("ConvTranspose", x, w, b))]
 
 
 def _conv_t_macs(attrs, in_types, out_types) -> int:
@@ -344,7 +346,7 @@ def conv_transpose(x, w, b=None, **attrs):
     strided slice of the full output, which is then cropped by the pads."""
     win = conv_transpose_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
     group = attrs["group"]
-    acc = np.int64 if _is_int(x.dtype) else np.float64
+    acc = np.int64 if is_int_dtype(x.dtype) else np.float64
     n, c = x.shape[:2]
     mg = w.shape[1]
     xg = x.astype(acc).reshape(n, group, c // group, *x.shape[2:])
@@ -359,7 +361,7 @@ def conv_transpose(x, w, b=None, **attrs):
     y = buf[(slice(None),) * 3 + crop].reshape((n, group * mg) + win.out)
     if b is not None:
         y = y + b.astype(acc).reshape((-1,) + (1,) * len(win.out))
-    return _result(y, x.dtype, "ConvTranspose")
+    return exact_result(y, x.dtype, "ConvTranspose")
 
 
 register(OpDef("ConvTranspose", conv_transpose, _conv_t_infer, attrs=CONV_T_ATTRS,
