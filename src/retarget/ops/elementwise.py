@@ -75,6 +75,15 @@ def _gelu(x, approximate):
     raise UnsupportedOpError(f"Gelu approximate={approximate!r}; known: 'none', 'tanh'")
 
 
+def _elu(x, alpha):
+    # expm1 of min(x, 0): the positive branch is discarded, so keep it from overflowing.
+    return np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x)
+
+
+def _shrink(x, bias, lambd):
+    return np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0))
+
+
 def _round_half_even(x):
     return np.round(x)  # NumPy rounds halves to even, as ONNX Round specifies
 
@@ -108,33 +117,33 @@ _unary("Abs", np.abs, floats_only=False)
 _unary("Sign", np.sign, floats_only=False)
 _unary("Gelu", _gelu, attrs={"approximate": "none"})
 _unary("LeakyRelu", lambda x, alpha: np.where(x < 0, x * alpha, x), attrs={"alpha": 0.01})
-_unary("Elu", lambda x, alpha: np.where(x < 0, alpha * np.expm1(np.minimum(x, 0)), x),
-       attrs={"alpha": 1.0})
+_unary("Elu", _elu, attrs={"alpha": 1.0})
 _unary("Celu", lambda x, alpha: np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha)),
        attrs={"alpha": 1.0})
-_unary("Selu", lambda x, alpha, gamma: gamma * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
+_unary("Selu", lambda x, alpha, gamma: gamma * _elu(x, alpha),
        attrs={"alpha": 1.67326319217681884765625, "gamma": 1.05070102214813232421875})
 _unary("ThresholdedRelu", lambda x, alpha: np.where(x > alpha, x, 0), attrs={"alpha": 1.0})
 _unary("HardSigmoid", lambda x, alpha, beta: np.clip(alpha * x + beta, 0, 1),
        attrs={"alpha": 0.2, "beta": 0.5})
 _unary("HardSwish", lambda x: x * np.clip(x / 6 + 0.5, 0, 1), doc="x * HardSigmoid(x, 1/6, 0.5)")
 _unary("Swish", lambda x, alpha: x * _sigmoid(alpha * x), attrs={"alpha": 1.0})
-_unary("Shrink", lambda x, bias, lambd: np.where(x < -lambd, x + bias, np.where(x > lambd, x - bias, 0)),
-       floats_only=False, attrs={"bias": 0.0, "lambd": 0.5})
+_unary("Shrink", _shrink, floats_only=False, attrs={"bias": 0.0, "lambd": 0.5})
 
 
-def _bool_out(name: str, fn) -> OpDef:
+def _bool_out(name: str, fn, attrs=None) -> OpDef:
     def infer(attrs, types, consts):
         _need_float(name, types[0])
         return [TensorType(types[0].shape, "bool")]
 
-    return register(OpDef(name, lambda x, **a: np.asarray(fn(x, **a)), infer,
-                          attrs={"detect_negative": 1, "detect_positive": 1} if name == "IsInf" else {}))
+    return register(OpDef(name, lambda x, **a: np.asarray(fn(x, **a)), infer, attrs=attrs or {}))
+
+
+def _is_inf(x, detect_negative, detect_positive):
+    return (np.isneginf(x) & bool(detect_negative)) | (np.isposinf(x) & bool(detect_positive))
 
 
 _bool_out("IsNaN", np.isnan)
-_bool_out("IsInf", lambda x, detect_negative, detect_positive:
-          (np.isneginf(x) & bool(detect_negative)) | (np.isposinf(x) & bool(detect_positive)))
+_bool_out("IsInf", _is_inf, attrs={"detect_negative": 1, "detect_positive": 1})
 
 
 def _not_infer(attrs, types, consts):
@@ -288,10 +297,6 @@ _variadic("Sum", _fold(np.add))
 _variadic("Mean", lambda xs: _fold(np.add)(xs) / len(xs))
 
 
-def _where(cond, x, y):
-    return np.where(cond, x, y)
-
-
 def _where_infer(attrs, types, consts):
     c, x, y = types
     if c.dtype != "bool":
@@ -337,6 +342,10 @@ def _cast_infer(attrs, types, consts):
 register(OpDef("Cast", _cast, _cast_infer,
                attrs={"to": REQUIRED, "saturate": 1, "round_mode": "up"},  # both only for float8
                doc="convert to the dtype numbered `to` (ONNX TensorProto numbering)"))
-register(OpDef("CastLike", lambda x, like, saturate=1, round_mode="up": _cast_to(x, like.dtype.name),
+def _cast_like(x, like, saturate, round_mode):
+    return _cast_to(x, like.dtype.name)
+
+
+register(OpDef("CastLike", _cast_like,
                lambda attrs, types, consts: [TensorType(types[0].shape, types[1].dtype)],
                attrs={"saturate": 1, "round_mode": "up"}, num_inputs=(2, 2)))

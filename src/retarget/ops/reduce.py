@@ -188,15 +188,20 @@ for _name, _fn in (("Softmax", _softmax), ("LogSoftmax", _log_softmax), ("Hardma
                    doc="opset-13 semantics; coerce_to_2d=1 is the opset < 13 form"))
 
 
-# ---- CumSum ---------------------------------------------------------------------------------
-def _cumsum(x, axis, *, exclusive, reverse):
-    ax = normalize_axis(int(np.asarray(axis).reshape(())), x.ndim)
-    y = np.flip(x, ax) if reverse else x
-    out = np.cumsum(y, axis=ax, dtype=x.dtype)
-    if exclusive:  # shift by one along the axis: element i sums the elements before i
-        out = np.delete(np.insert(out, 0, 0, axis=ax), -1, axis=ax) if x.shape[ax] else out
-    return np.flip(out, ax) if reverse else out
+# ---- CumSum, CumProd --------------------------------------------------------------------------
+def _scan(accumulate, identity: int):
+    def compute(x, axis, *, exclusive, reverse):
+        ax = normalize_axis(int(np.asarray(axis).reshape(())), x.ndim)
+        y = np.flip(x, ax) if reverse else x
+        out = accumulate(y, axis=ax, dtype=x.dtype)
+        if exclusive and x.shape[ax]:
+            # Shift by one along the axis: element i combines the elements before i.
+            out = np.delete(np.insert(out, 0, identity, axis=ax), -1, axis=ax)
+        return np.flip(out, ax) if reverse else out
+    return compute
 
 
-register(OpDef("CumSum", _cumsum, same_as_input, attrs={"exclusive": 0, "reverse": 0},
-               num_inputs=(2, 2)))
+register(OpDef("CumSum", _scan(np.cumsum, 0), same_as_input,
+               attrs={"exclusive": 0, "reverse": 0}, num_inputs=(2, 2)))
+register(OpDef("CumProd", _scan(np.cumprod, 1), same_as_input,
+               attrs={"exclusive": 0, "reverse": 0}, num_inputs=(2, 2)))

@@ -126,7 +126,8 @@ def _constant_of_shape_infer(attrs, types, consts):
     return [TensorType.of(_constant_of_shape(shape, attrs["value"]))]
 
 
-register(OpDef("ConstantOfShape", _constant_of_shape, _constant_of_shape_infer, attrs={"value": None}))
+register(OpDef("ConstantOfShape", _constant_of_shape, _constant_of_shape_infer,
+               attrs={"value": None}))
 
 
 # ---- shape queries -------------------------------------------------------------------------
@@ -139,11 +140,12 @@ def _shape(x, start, end):
     return np.asarray(x.shape[_shape_slice(x.ndim, start, end)], dtype=np.int64).reshape(-1)
 
 
-register(OpDef("Shape", _shape,
-               lambda attrs, types, consts: [TensorType(
-                   (len(types[0].shape[_shape_slice(types[0].rank, attrs["start"], attrs["end"])]),),
-                   "int64")],
-               attrs={"start": 0, "end": None}))
+def _shape_infer(attrs, types, consts):
+    dims = types[0].shape[_shape_slice(types[0].rank, attrs["start"], attrs["end"])]
+    return [TensorType((len(dims),), "int64")]
+
+
+register(OpDef("Shape", _shape, _shape_infer, attrs={"start": 0, "end": None}))
 register(OpDef("Size", lambda x: np.asarray(x.size, np.int64),
                lambda attrs, types, consts: [TensorType((), "int64")]))
 
@@ -156,7 +158,8 @@ def reshape_target(in_shape: tuple[int, ...], shape, allowzero: int) -> tuple[in
     for i, d in enumerate(shape):
         if d == 0 and not allowzero:
             if i >= len(in_shape):
-                raise ShapeError(f"Reshape shape {shape}: 0 at position {i} has no input dim to copy")
+                raise ShapeError(f"Reshape shape {shape}: 0 at position {i} has no input dim "
+                                 "to copy")
             d = in_shape[i]
         elif d < -1:
             raise ShapeError(f"Reshape shape {shape} has invalid dimension {d}")
@@ -197,9 +200,11 @@ def _flatten_shape(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
     return (int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64)))
 
 
-register(OpDef("Flatten", lambda x, axis: x.reshape(_flatten_shape(x.shape, axis)),
-               lambda attrs, types, consts: [TensorType(_flatten_shape(types[0].shape, attrs["axis"]),
-                                                        types[0].dtype)],
+def _flatten_infer(attrs, types, consts):
+    return [TensorType(_flatten_shape(types[0].shape, attrs["axis"]), types[0].dtype)]
+
+
+register(OpDef("Flatten", lambda x, axis: x.reshape(_flatten_shape(x.shape, axis)), _flatten_infer,
                attrs={"axis": 1}))
 
 
@@ -245,11 +250,13 @@ def _unsqueeze_shape(shape: tuple[int, ...], axes) -> tuple[int, ...]:
     return tuple(1 if i in axes else next(it) for i in range(rank))
 
 
+def _unsqueeze_infer(attrs, types, consts):
+    axes = need_const(consts, 1, "Unsqueeze's axes input")
+    return [TensorType(_unsqueeze_shape(types[0].shape, axes), types[0].dtype)]
+
+
 register(OpDef("Unsqueeze", lambda x, axes: x.reshape(_unsqueeze_shape(x.shape, axes)),
-               lambda attrs, types, consts: [TensorType(
-                   _unsqueeze_shape(types[0].shape, need_const(consts, 1, "Unsqueeze's axes input")),
-                   types[0].dtype)],
-               num_inputs=(2, 2)))
+               _unsqueeze_infer, num_inputs=(2, 2)))
 
 
 def _concat_infer(attrs, types, consts):
@@ -303,7 +310,8 @@ def _split_infer(attrs, types, consts):
 
 
 register(OpDef("Split", _split, _split_infer, attrs={"axis": 0, "num_outputs": None},
-               num_inputs=(1, 2), num_outputs=VARIADIC[1], doc="num_outputs outputs (the upgrade sets it)"))
+               num_inputs=(1, 2), num_outputs=VARIADIC[1],
+               doc="split into the sizes given, or into num_outputs parts (the upgrade sets it)"))
 
 
 # ---- indexing -----------------------------------------------------------------------------
@@ -363,7 +371,8 @@ def _gather_nd(x, indices, batch_dims):
     out = []
     for bi in range(ids.shape[0]):
         for row in ids[bi]:
-            pos = tuple(int(_check_indices(i, x.shape[b + j], "GatherND")) for j, i in enumerate(row))
+            pos = tuple(int(_check_indices(i, x.shape[b + j], "GatherND"))
+                        for j, i in enumerate(row))
             out.append(xs[bi][pos])
     return np.asarray(out, x.dtype).reshape(out_shape)
 
@@ -376,7 +385,8 @@ def _gather_nd_infer(attrs, types, consts):
     return [TensorType(idx.shape[:-1] + x.shape[b + k:], x.dtype)]
 
 
-register(OpDef("GatherND", _gather_nd, _gather_nd_infer, attrs={"batch_dims": 0}, num_inputs=(2, 2)))
+register(OpDef("GatherND", _gather_nd, _gather_nd_infer, attrs={"batch_dims": 0},
+               num_inputs=(2, 2)))
 
 
 def _slices(shape: tuple[int, ...], starts, ends, axes, steps) -> tuple[slice, ...]:
@@ -437,7 +447,8 @@ def _pad(x, pads, constant_value=None, axes=None, *, mode):
     # Negative pads crop: pad by the positive parts, then slice the negative ones away.
     grow = [(max(b, 0), max(e, 0)) for b, e in widths]
     if mode == "constant":
-        fill = 0 if constant_value is None or constant_value.size == 0 else constant_value.reshape(())
+        no_value = constant_value is None or constant_value.size == 0
+        fill = 0 if no_value else constant_value.reshape(())
         y = np.pad(x, grow, mode="constant", constant_values=fill)
     else:
         for (b, e), d in zip(grow, x.shape):
@@ -501,10 +512,11 @@ def _range(start, limit, delta):
 
 
 def _range_infer(attrs, types, consts):
-    _range_dtype = {t.dtype for t in types}
-    if len(_range_dtype) != 1:
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) != 1:
         raise ShapeError(f"Range inputs must share a dtype, got {', '.join(map(str, types))}")
-    vals = [need_const(consts, i, f"Range's {n} input") for i, n in enumerate(("start", "limit", "delta"))]
+    vals = [need_const(consts, i, f"Range's {n} input")
+            for i, n in enumerate(("start", "limit", "delta"))]
     return [TensorType.of(_range(*vals))]
 
 
