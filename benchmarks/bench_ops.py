@@ -8,6 +8,10 @@ how often each shape occurs in ResNet-50 (torchvision v1.5 layout: stride on the
 BLAS threads, so both sides use the same cores. On a shared 2-core machine a 2-thread OpenBLAS
 GEMM can slow down 10-25x whenever another process holds one core (its threads spin-wait for
 each other); compare with --threads 1 when the machine is busy.
+
+Our GEMM is NumPy's OpenBLAS. If the environment pins OPENBLAS_CORETYPE=Haswell on an AVX-512
+CPU, OpenBLAS uses AVX2 kernels at about half of onnxruntime's (AVX-512) GEMM speed; running
+with OPENBLAS_CORETYPE=SkylakeX shows what the same code does with AVX-512 kernels.
 """
 from __future__ import annotations
 
