@@ -4,6 +4,8 @@ Public API
 - load(path, input_shapes=None) -> Graph        import an ONNX file
 - from_torch(module, example_input) -> Graph    import a PyTorch module (needs the torch extra)
 - run(graph, inputs, intermediates=False)        run on the NumPy reference executor
+- quantize(graph, calibration_inputs=None, per_channel=False) -> Graph
+                                                 int8 with power-of-two scales
 - compile(graph, target="cpu", cpu_nodes=(), min_region_macs=None, config=None) -> Module
                                                  partition and lower for a target (compiler.py)
 """
@@ -33,5 +35,14 @@ def from_torch(module, example_input, simplify: bool = True):
     return _from_torch(module, example_input, simplify=simplify)
 
 
+def quantize(graph, calibration_inputs=None, per_channel: bool = False, **options):
+    """Post-training int8 quantisation with power-of-two scales (docs/quantization.md).
+
+    calibration_inputs: sample inputs (a dict name -> array, a list of dicts, or one array
+    for a single-input graph); None calibrates on random data with a warning."""
+    from .passes.quantize import quantize as _quantize
+    return _quantize(graph, calibration_inputs, per_channel=per_channel, **options)
+
+
 __all__ = ["Graph", "Node", "TensorType", "Value", "RetargetError", "load", "from_torch", "run",
-           "compile"]
+           "compile", "quantize"]

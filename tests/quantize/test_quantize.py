@@ -180,5 +180,5 @@ def test_gemm_alpha_beta_and_clip_fold():
 def test_bad_calibration_input_is_a_clear_error():
     g = small_graph("Relu")
     from retarget.errors import InputError
-    with pytest.raises(InputError, match="does not split"):
+    with pytest.raises(InputError, match="does not fit"):
         quantize(g, np.zeros((3, 5, 4, 4), np.float32))

@@ -14,6 +14,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir.graph import Graph
+from ..ir.types import TensorType
+from .infer_shapes import infer_shapes
 from ..targets.cpu.reference import run_graph
 
 # Fractional bits are kept in this range: a tensor of all zeros (or a tiny one) would otherwise
@@ -47,8 +49,8 @@ def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RAND
     """Normalise the accepted sample forms into a list of input dicts for `graph`.
 
     Accepted: None (random data, with a warning); one dict name -> array; a list of such
-    dicts; or, for a single-input graph, an array whose leading axis is a multiple of the
-    input's batch size (split into batches)."""
+    dicts; or, for a single-input graph, an array of samples along the leading axis (split
+    into batches of the input's batch size when it divides, else run as one batch)."""
     if samples is None:
         warnings.warn("quantize: no calibration inputs given; calibrating on standard-normal "
                       "random data, so the int8 ranges may not fit real inputs",
@@ -62,9 +64,11 @@ def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RAND
                              f"has inputs {[v.name for v in graph.inputs]}: pass dicts")
         v = graph.inputs[0]
         b = v.type.shape[0] if v.type.shape else 1
-        if samples.shape[1:] != v.type.shape[1:] or samples.shape[0] % max(b, 1):
-            raise InputError(f"calibration array of shape {list(samples.shape)} does not split "
-                             f"into batches of input {v.name!r} {v.type}")
+        if samples.ndim != v.type.rank or samples.shape[1:] != v.type.shape[1:]:
+            raise InputError(f"calibration array of shape {list(samples.shape)} does not fit "
+                             f"input {v.name!r} {v.type} (only the batch axis may differ)")
+        if samples.shape[0] % max(b, 1):  # not whole batches: one batch of another size
+            return [{v.name: samples.astype(v.type.dtype)}]
         return [{v.name: samples[i:i + b].astype(v.type.dtype)}
                 for i in range(0, samples.shape[0], b)]
     if isinstance(samples, Mapping):
@@ -76,12 +80,36 @@ def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RAND
 
 
 def calibrate(graph: Graph, batches: list[dict[str, np.ndarray]]) -> dict[str, float]:
-    """max|x| over all batches for every float value the graph computes (inputs included)."""
+    """max|x| over all batches for every float value the graph computes (inputs included).
+
+    A batch whose arrays differ from the graph's inputs only in the leading (batch) axis runs
+    on a copy of the graph re-typed for that batch size, so calibration sets need not match
+    the batch the model is compiled for (a graph that hard-codes its batch fails here with the
+    shape error naming the node)."""
     maxima: dict[str, float] = {}
+    rebound: dict[tuple, Graph] = {}
     for batch in batches:
-        values = run_graph(graph, batch, intermediates=True)
+        values = run_graph(_for_batch(graph, batch, rebound), batch, intermediates=True)
         for name, a in values.items():
             if np.issubdtype(a.dtype, np.floating):
                 m = float(np.max(np.abs(a))) if a.size else 0.0
                 maxima[name] = max(maxima.get(name, 0.0), m)
     return maxima
+
+
+def _for_batch(graph: Graph, batch: Mapping[str, np.ndarray], cache: dict) -> Graph:
+    shapes = {v.name: tuple(np.shape(batch[v.name])) for v in graph.inputs if v.name in batch}
+    if all(shapes.get(v.name, v.type.shape) == v.type.shape for v in graph.inputs):
+        return graph
+    for v in graph.inputs:
+        s = shapes.get(v.name, v.type.shape)
+        if len(s) != v.type.rank or s[1:] != v.type.shape[1:]:
+            raise InputError(f"calibration input {v.name!r} has shape {list(s)}; the graph "
+                             f"expects {v.type} (only the batch axis may differ)")
+    key = tuple(sorted(shapes.items()))
+    if key not in cache:
+        g = graph.copy()
+        for v in g.inputs:
+            v.type = TensorType(shapes.get(v.name, v.type.shape), v.type.dtype)
+        cache[key] = infer_shapes(g)
+    return cache[key]
