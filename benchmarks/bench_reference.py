@@ -5,7 +5,8 @@ time to import (read, check, convert, simplify) the model file.
 
 Both run the same .onnx file on the same input. onnxruntime gets intra_op_num_threads=2 and
 sequential execution; NumPy's BLAS keeps its default thread count (printed), so both sides may
-use the machine's cores. Times are the median of --runs runs after --warmup untimed ones.
+use the machine's cores. Times are the median of --runs runs after --warmup untimed ones;
+the two executors alternate run by run so that load from other processes hits both alike.
 Goals: reference within 3x of onnxruntime; ResNet-50 import + simplify < 1 s.
 """
 from __future__ import annotations
@@ -35,6 +36,21 @@ def _median_time(fn, runs: int, warmup: int) -> float:
         fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times)
+
+
+def _interleaved_medians(fns, runs: int, warmup: int) -> list[float]:
+    """Median time of each function, running them in turn (a, b, a, b, ...) so that load from
+    other processes on a shared machine falls on all of them alike."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(runs):
+        for fn, ts in zip(fns, times):
+            t = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t)
+    return [statistics.median(ts) for ts in times]
 
 
 def _blas_threads() -> str:
@@ -77,13 +93,13 @@ def bench_net(name: str, size: int, runs: int, warmup: int, threads: int, tmp: P
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    t_ort = _median_time(lambda: sess.run(None, {"input": x}), runs, warmup)
     (ref,) = sess.run(None, {"input": x})
 
     # Import + simplify, timed from the file as a user's `retarget.load` call sees it.
     t_load = _median_time(lambda: retarget.load(path), max(3, runs // 2), 1)
     graph = retarget.load(path)
-    t_ours = _median_time(lambda: retarget.run(graph, {"input": x}), runs, warmup)
+    t_ours, t_ort = _interleaved_medians([lambda: retarget.run(graph, {"input": x}),
+                                          lambda: sess.run(None, {"input": x})], runs, warmup)
     ours = retarget.run(graph, {"input": x})["output"]
     rel_err = float(np.abs(ours - ref).max() / np.abs(ref).max())
     profile = op_profile(graph, x, max(1, runs // 2)) if profile_ops else {}
@@ -98,9 +114,18 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads")
+    p.add_argument("--blas-threads", type=int, default=None,
+                   help="limit NumPy's BLAS threads (needs threadpoolctl; default: BLAS's own)")
     p.add_argument("--profile", action="store_true",
                    help="also print where the reference executor's time goes, by op")
     args = p.parse_args(argv)
+    if args.blas_threads is not None:
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            p.error("--blas-threads needs threadpoolctl; set OPENBLAS_NUM_THREADS instead")
+        # Kept for the whole run: threadpool_limits restores the old limit when collected.
+        _limit = threadpool_limits(limits=args.blas_threads, user_api="blas")  # noqa: F841
 
     print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, "
           f"python {platform.python_version()}, numpy {np.__version__} "
