@@ -177,7 +177,9 @@ def _plan_gemm(insn: GemmInsn, mem: SimMemory, uops, y_lo, y_hi):
 def _plan_classes(dst, src, wgt, pad_src: int) -> GemmPlan | None:
     """Group by destination, then by identical weight sequence (see module docstring)."""
     n = dst.size
-    order = np.lexsort((src, wgt, dst))
+    # One int64 key sorts by destination, then weight (order among equal keys is irrelevant:
+    # it only permutes terms of an integer sum).
+    order = np.argsort(dst * (int(wgt.max()) + 1) + wgt)
     d, s, w = dst[order], src[order], wgt[order]
     new = np.empty(n, dtype=bool)
     new[0] = True
@@ -198,8 +200,7 @@ def _plan_classes(dst, src, wgt, pad_src: int) -> GemmPlan | None:
         W = np.zeros((n_dst, r), dtype=np.int64)
         S[group, pos], W[group, pos] = s, w
     uniq_dst = d[starts]
-    w_seqs, cls = np.unique(W, axis=0, return_inverse=True)
-    cls = cls.reshape(-1)
+    w_seqs, cls = _unique_rows(W)
     n_cls = w_seqs.shape[0]
     sizes = np.bincount(cls, minlength=n_cls)
     m = int(sizes.max())
@@ -212,6 +213,23 @@ def _plan_classes(dst, src, wgt, pad_src: int) -> GemmPlan | None:
     flat = cls[by_cls] * m + slot
     valid = None if n_cls * m == n_dst else flat
     return GemmPlan(dst=uniq_dst[by_cls], x_idx=x_idx, w_idx=w_seqs, valid=valid)
+
+
+_ROW_HASH = np.random.default_rng(0x5eed).integers(1, 1 << 62, size=1 << 14, dtype=np.int64) | 1
+
+
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows, class of each row). Hashes rows to one int64 each (much faster than
+    np.unique(axis=0)), then verifies the grouping exactly and falls back if a hash collided."""
+    if rows.shape[1] <= _ROW_HASH.size:
+        keys = rows @ _ROW_HASH[:rows.shape[1]]          # wraps modulo 2^64: fine for a hash
+        _, first, cls = np.unique(keys, return_index=True, return_inverse=True)
+        cls = cls.reshape(-1)
+        uniq = rows[first]
+        if np.array_equal(uniq[cls], rows):
+            return uniq, cls
+    uniq, cls = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, cls.reshape(-1)
 
 
 def _plan_dense(dst, src, wgt) -> GemmPlan:

@@ -34,6 +34,12 @@ _DEP_QUEUES = {
     "store":   (G2S, None, S2G, None),
 }
 _FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+DECODE_CACHE_SIZE = 1 << 16
+# Fields that hold a count, size, index or address (all must be non-negative ints).
+_UNSIGNED_FIELDS = {
+    cls: tuple(f.name for f in fields(cls) if f.name not in
+               ("deps", "opcode", "memory_type", "alu_op", "imm", "reset", "use_imm"))
+    for cls in (MemInsn, GemmInsn, AluInsn, FinishInsn)}
 
 
 @dataclass(slots=True)
@@ -82,24 +88,33 @@ def _fail(index: int, insn, message: str) -> SimulationError:
     return SimulationError(f"{_label(index, insn)}: {message}", index)
 
 
-def decode(stream, cfg: VTAConfig) -> list[Insn]:
-    """Instruction dataclasses from bytes (raw 16-byte words) or pass a list through checked."""
+def decode(stream, cfg: VTAConfig, cache: dict | None = None) -> tuple[list[Insn], bool]:
+    """Instruction dataclasses from bytes (raw 16-byte words), or a list passed through.
+    Returns (instructions, decoded_from_bytes). `cache` memoises words already decoded: streams
+    repeat the same GEMM/ALU/token words many times, and decoding is per-word Python."""
     if isinstance(stream, np.ndarray):
         stream = stream.astype(np.uint8, copy=False).tobytes()
-    if isinstance(stream, (bytes, bytearray, memoryview)):
-        data = bytes(stream)
-        if len(data) % INSN_BYTES:
-            raise SimulationError(f"instruction stream of {len(data)} bytes is not a whole number "
-                                  f"of {INSN_BYTES}-byte instructions")
-        layout = layout_for(cfg)
-        out = []
-        for i in range(0, len(data), INSN_BYTES):
+    if not isinstance(stream, (bytes, bytearray, memoryview)):
+        return list(stream), False
+    data = bytes(stream)
+    if len(data) % INSN_BYTES:
+        raise SimulationError(f"instruction stream of {len(data)} bytes is not a whole number "
+                              f"of {INSN_BYTES}-byte instructions")
+    layout = layout_for(cfg)
+    cache = {} if cache is None else cache
+    out = []
+    for i in range(0, len(data), INSN_BYTES):
+        word = data[i:i + INSN_BYTES]
+        insn = cache.get(word)
+        if insn is None:
             try:
-                out.append(decode_insn(data[i:i + INSN_BYTES], layout, i // INSN_BYTES))
+                insn = decode_insn(word, layout, i // INSN_BYTES)
             except IsaError as e:
                 raise SimulationError(str(e), i // INSN_BYTES) from None
-        return out
-    return list(stream)
+            if len(cache) < DECODE_CACHE_SIZE:
+                cache[word] = insn
+        out.append(insn)
+    return out, True
 
 
 def _module_of(index: int, insn) -> str:
@@ -122,13 +137,11 @@ def _module_of(index: int, insn) -> str:
 
 def _check_fields(index: int, insn) -> None:
     """Hand-built dataclasses can hold anything: every numeric field must be a non-negative int
-    (except the ALU immediate, which is signed)."""
-    for f in fields(insn):
-        if f.name in ("deps", "opcode", "memory_type", "alu_op", "imm", "reset", "use_imm"):
-            continue
-        v = getattr(insn, f.name)
+    (except the ALU immediate, which is signed). Decoded words satisfy this by construction."""
+    for name in _UNSIGNED_FIELDS[type(insn)]:
+        v = getattr(insn, name)
         if not isinstance(v, (int, np.integer)) or v < 0:
-            raise _fail(index, insn, f"field {f.name}={v!r} must be a non-negative integer")
+            raise _fail(index, insn, f"field {name}={v!r} must be a non-negative integer")
 
 
 class Simulator:
@@ -145,6 +158,7 @@ class Simulator:
             dram = np.zeros(cfg.dram_bytes if dram_bytes is None else dram_bytes, dtype=np.uint8)
         self.mem = SimMemory(cfg, dram)
         self.plans = PlanCache()
+        self._decoded: dict[bytes, Insn] = {}
         self.totals = SimCounters()   # summed over every run
 
     @property
@@ -154,12 +168,13 @@ class Simulator:
     def run(self, stream) -> SimResult:
         """Execute an instruction stream (bytes or a list of instruction dataclasses) until
         FINISH. Raises SimulationError (a DeviceError) naming the instruction on any fault."""
-        insns = decode(stream, self.cfg)
+        insns, from_bytes = decode(stream, self.cfg, self._decoded)
         queues_of = []
         program: dict[str, list[int]] = {m: [] for m in MODULES}
         for i, insn in enumerate(insns):
             module = _module_of(i, insn)
-            _check_fields(i, insn)
+            if not from_bytes:
+                _check_fields(i, insn)
             dq = _DEP_QUEUES[module]
             deps = insn.deps
             pops, pushes = [], []
