@@ -448,3 +448,51 @@ def test_property_alu_equals_reference_loop(cfg_name, k, op, use_imm, imm, seed)
     uop_mem = np.zeros((c.uop_depth, 3), np.int64)
     uop_mem[:len(uops)] = uops
     np.testing.assert_array_equal(rig.sim.mem.acc[:64], ref_alu(acc[0], uop_mem, a))
+
+
+# ---- the fast paths' fallbacks give the same answers -------------------------------------------
+
+def _mixed_gemm_and_alu(cfg_name, seed):
+    """A GEMM with repeated destinations and uneven contribution counts, then an ALU chain."""
+    rig, rng, inp, wgt, acc = _gemm_rig(cfg_name, seed)
+    uops = [(0, 1, 2), (0, 3, 2), (1, 5, 7), (2, 2, 9), (0, 6, 1), (5, 0, 0)]
+    rig.load_uops(uops)
+    g = GemmInsn(NO_DEPS, False, 0, len(uops), 3, 4, 6, 1, 9, 2, 3, 1)
+    a = AluInsn(NO_DEPS, False, 0, 3, 4, 2, 1, 2, 3, 1, AluOp.ADD, False, 0)
+    rig.insns += [g, a]
+    rig.run()
+    uop_mem = np.zeros((rig.cfg.uop_depth, 3), np.int64)
+    uop_mem[:len(uops)] = uops
+    want = ref_alu(ref_gemm(acc, inp, wgt, uop_mem, g), uop_mem, a)
+    np.testing.assert_array_equal(rig.sim.mem.acc[:64], want)
+
+
+@pytest.mark.parametrize("patch", ["dense_gemm", "hash_collisions", "tiny_chunks"])
+def test_fallback_paths_match_the_reference(monkeypatch, patch):
+    import retarget.targets.vta.sim.compute as compute
+    if patch == "dense_gemm":
+        monkeypatch.setattr(compute, "MAX_PADDING_WASTE", 0.0)       # always per-uop einsum
+    elif patch == "hash_collisions":
+        monkeypatch.setattr(compute, "_ROW_HASH", np.zeros_like(compute._ROW_HASH))
+    else:
+        monkeypatch.setattr(compute, "MAX_TRIPLES_PER_CHUNK", 7)     # split over y
+    for cfg_name in CONFIGS:
+        _mixed_gemm_and_alu(cfg_name, 11)
+
+
+def test_plan_cache_sees_new_micro_ops_under_the_same_instruction():
+    """The same GEMM word after a LOAD UOP changed the kernel must use the new micro-ops."""
+    rig, rng, inp, wgt, acc = _gemm_rig("pynq", 12)
+    g = GemmInsn(NO_DEPS, False, 0, 2, 2, 1, 2, 0, 1, 0, 0, 0)
+    rig.load_uops([(0, 0, 0), (1, 1, 1)])
+    rig.insns.append(g)
+    rig.load_uops([(10, 4, 3), (11, 5, 2)])
+    rig.insns.append(g)
+    rig.run()
+    first = np.zeros((rig.cfg.uop_depth, 3), np.int64)
+    first[:2] = [(0, 0, 0), (1, 1, 1)]
+    second = first.copy()
+    second[:2] = [(10, 4, 3), (11, 5, 2)]
+    want = ref_gemm(ref_gemm(acc, inp, wgt, first, g), inp, wgt, second, g)
+    np.testing.assert_array_equal(rig.sim.mem.acc[:64], want)
+    assert rig.sim.plans.misses == 2
