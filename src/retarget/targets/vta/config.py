@@ -26,13 +26,16 @@ class VTAConfig:
     clock_mhz: float = 100.0
     bus_bytes: int = 8          # memory bus width in bytes per cycle (pynq: 64-bit)
     dram_bytes: int = 1 << 30   # size of the simulated DRAM
-    # Timing-model parameters (cycles); used by the cycle model, not by the behavioural simulator.
-    dma_latency: int = 64       # setup latency of one DMA request
-    gemm_pipeline: int = 5      # GEMM pipeline fill per instruction
-    alu_ii: int = 2             # tensor ALU initiation interval
-    alu_pipeline: int = 4       # ALU pipeline fill per instruction
-    insn_overhead: int = 2      # fixed cost to fetch/decode one instruction
-    cmd_queue_depth: int = 512  # depth of each module's command queue
+    # Timing-model parameters (cycles); used by the cycle model (timing.py), not by the
+    # behavioural simulator. docs/cycle-model.md says where each number comes from.
+    dma_latency: int = 64       # setup latency of one DMA request (assumed: DDR via AXI HP port)
+    gemm_pipeline: int = 5      # GEMM pipeline fill per instruction (assumed)
+    alu_ii: int = 2             # tensor ALU initiation interval (paper: "at least 2")
+    alu_pipeline: int = 4       # ALU pipeline fill per instruction (assumed)
+    insn_overhead: int = 2      # fixed cost to decode/issue one instruction in its module
+    # 8 is the published HLS design's command-queue depth (STREAM_IN_DEPTH); it bounds how far
+    # the fetch stage can run ahead, so a shallower queue is the honest default.
+    cmd_queue_depth: int = 8    # depth of each module's command queue
     name: str = "pynq"
 
     def __post_init__(self):
@@ -142,8 +145,10 @@ def validate(c: VTAConfig) -> None:
         bad(f"dram_bytes={c.dram_bytes} must be positive")
     for f in ("dma_latency", "gemm_pipeline", "alu_ii", "alu_pipeline", "insn_overhead",
               "cmd_queue_depth"):
-        if getattr(c, f) < 0 or not isinstance(getattr(c, f), int):
+        if not isinstance(getattr(c, f), int) or getattr(c, f) < 0:
             bad(f"{f}={getattr(c, f)!r} must be a non-negative integer")
+    if c.cmd_queue_depth < 1 or c.alu_ii < 1:
+        bad("cmd_queue_depth and alu_ii must be at least 1")
 
 
 # Presets. `pynq` is the default. The larger cores keep per-element depths within the ISA's

@@ -1,0 +1,438 @@
+"""The VTA cycle model: how long an instruction stream takes, without touching any data.
+
+The machine modelled (assumptions and their sources are listed in docs/cycle-model.md):
+
+- A fetch stage reads the stream in program order and dispatches each instruction into the
+  command queue of its module (load / compute / store), one instruction per
+  ceil(16 / bus_bytes) cycles after an initial DMA latency. It stalls while the target queue
+  holds `cmd_queue_depth` instructions; a module frees a slot when it *starts* an instruction.
+- Each module runs its queue in order, one instruction at a time. An instruction starts when
+  it has been dispatched, its module is free, and every token queue it pops holds a token; a
+  token becomes visible when the instruction that pushes it *finishes*.
+- Latencies come from the config: LOAD/STORE = insn_overhead + dma_latency + data beats
+  (each row is one burst of ceil(row bytes / bus_bytes) beats; rows are pipelined so only
+  the request pays the latency) + one cycle per padding element (the load module writes
+  zeros itself); GEMM = insn_overhead + iter_out*iter_in*uops (II = 1) + gemm_pipeline (resets
+  too); ALU = insn_overhead + iter_out*iter_in*uops*alu_ii + alu_pipeline; a zero-size
+  LOAD/STORE (a token carrier) and FINISH cost insn_overhead. FINISH waits for everything.
+- All DMA (load module, the compute module's UOP/ACC loads, the store module) shares one DRAM
+  bus of bus_bytes per cycle, granted first come first served. That is why no layer can beat
+  the roofline min(peak, bus bandwidth x intensity) in this model.
+
+Algorithm: event-driven over instructions, not cycles. Among the module heads that can start,
+the one with the earliest start time goes next; start times are therefore non-decreasing,
+which lets the shared bus be a single "free at" time. Each instruction is visited once
+(O(instructions), three heads examined per step). A stream whose tokens can never arrive
+(or whose fetch stalls behind a full queue forever) raises DeadlockError naming the blocked
+instructions, like the behavioural simulator.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Sequence
+
+import numpy as np
+
+from ...errors import TargetError
+from .config import VTAConfig
+from .disasm import format_insn
+from .isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
+                  Opcode, decode_stream, layout_for)
+from .sim.errors import DeadlockError, SimulationError
+
+MODULES = ("load", "compute", "store")
+LOAD, COMPUTE, STORE = range(3)
+QUEUES = ("l2g", "g2l", "g2s", "s2g")
+L2G, G2L, G2S, S2G = range(4)
+# Queue each dependency flag refers to, per module: (pop_prev, pop_next, push_prev, push_next).
+_DEP_QUEUES = ((None, G2L, None, L2G), (L2G, S2G, G2L, G2S), (G2S, None, S2G, None))
+_FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+BUFFERS = ("inp", "wgt", "acc", "uop", "out")
+_BUFFER_OF = {MemType.INP: 0, MemType.WGT: 1, MemType.ACC: 2, MemType.ACC_8BIT: 2,
+              MemType.UOP: 3, MemType.OUT: 4}
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSpan:
+    """Instructions [first, stop) of a stream belong to layer `name`."""
+    name: str
+    first: int
+    stop: int
+
+
+@dataclass(slots=True)
+class LayerTiming:
+    """What one layer's instructions did: its span in time and what it kept busy."""
+    name: str
+    first: int                 # first instruction index
+    stop: int                  # one past the last instruction index
+    start_cycle: int           # earliest start of its instructions
+    end_cycle: int             # latest end of its instructions
+    busy: dict[str, int]       # cycles each module spent on its instructions
+    gemm_cycles: int           # cycles the GEMM array multiplied (non-reset uop iterations)
+    alu_cycles: int            # cycles the tensor ALU was issuing (uop iterations x alu_ii)
+    macs: int
+    bytes: dict[str, int]      # DRAM bytes moved per buffer (inp/wgt/acc/uop/out)
+
+    @property
+    def cycles(self) -> int:
+        """Wall-clock span of the layer (layers may overlap a little at their boundaries)."""
+        return self.end_cycle - self.start_cycle
+
+    @property
+    def dram_bytes(self) -> int:
+        return sum(self.bytes.values())
+
+
+@dataclass(slots=True)
+class TimingResult:
+    """The cycle model's answer for one stream. Per-instruction arrays are indexed by stream
+    position; `module` holds 0 = load, 1 = compute, 2 = store."""
+    config: VTAConfig
+    total_cycles: int
+    busy: dict[str, int]
+    gemm_cycles: int
+    alu_cycles: int
+    macs: int
+    bytes: dict[str, int]
+    start: np.ndarray
+    end: np.ndarray
+    module: np.ndarray
+    dispatch: np.ndarray       # cycle each instruction entered its command queue
+    layers: list[LayerTiming] = field(default_factory=list)
+
+    @property
+    def utilisation(self) -> float:
+        """GEMM busy / total: the paper's compute utilisation."""
+        return self.gemm_cycles / self.total_cycles if self.total_cycles else 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.total_cycles / (self.config.clock_mhz * 1e6)
+
+    def layer(self, name: str) -> LayerTiming:
+        for lt in self.layers:
+            if lt.name == name:
+                return lt
+        raise KeyError(f"no layer {name!r}; layers: {[lt.name for lt in self.layers]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-instruction costs
+# ---------------------------------------------------------------------------------------------
+
+def _label(index: int, insn) -> str:
+    try:
+        return f"instruction #{index} ({' '.join(format_insn(insn).split())})"
+    except Exception:  # a malformed object: still name it
+        return f"instruction #{index} ({type(insn).__name__})"
+
+
+def _module_of(index: int, insn) -> int:
+    if isinstance(insn, MemInsn):
+        if insn.opcode is Opcode.STORE:
+            if insn.memory_type is not MemType.OUT:
+                raise SimulationError(f"{_label(index, insn)}: STORE supports only OUT", index)
+            return STORE
+        if insn.opcode is not Opcode.LOAD:
+            raise SimulationError(f"{_label(index, insn)}: memory instruction with opcode "
+                                  f"{insn.opcode!r}", index)
+        if insn.memory_type in (MemType.INP, MemType.WGT):
+            return LOAD
+        if insn.memory_type in (MemType.UOP, MemType.ACC, MemType.ACC_8BIT):
+            return COMPUTE
+        raise SimulationError(f"{_label(index, insn)}: LOAD cannot target memory type "
+                              f"{insn.memory_type!r}", index)
+    if isinstance(insn, (GemmInsn, AluInsn, FinishInsn)):
+        return COMPUTE
+    raise SimulationError(f"instruction #{index}: not a VTA instruction: {insn!r}", index)
+
+
+def _check_fields(index: int, insn) -> None:
+    for f in fields(insn):
+        if f.name in ("deps", "opcode", "memory_type", "alu_op", "imm", "reset", "use_imm"):
+            continue
+        v = getattr(insn, f.name)
+        if not isinstance(v, (int, np.integer)) or v < 0:
+            raise SimulationError(f"{_label(index, insn)}: field {f.name}={v!r} must be a "
+                                  "non-negative integer", index)
+
+
+def _dram_elem_bytes(cfg: VTAConfig, mt: MemType) -> int:
+    if mt is MemType.ACC_8BIT:
+        return cfg.batch * cfg.block_out      # int8 in DRAM, sign-extended on the way in
+    return {MemType.INP: cfg.inp_elem_bytes, MemType.WGT: cfg.wgt_elem_bytes,
+            MemType.ACC: cfg.acc_elem_bytes, MemType.UOP: cfg.uop_elem_bytes,
+            MemType.OUT: cfg.out_elem_bytes}[mt]
+
+
+@dataclass(frozen=True, slots=True)
+class InsnCost:
+    """Cost of one instruction in isolation: `fixed` module cycles that do not use the bus,
+    `beats` bus cycles (DMA data) requested `latency` cycles after the start, `pad` cycles
+    after the data (padding writes), and what it does for the counters."""
+    fixed: int
+    latency: int
+    beats: int
+    pad: int
+    gemm: int        # GEMM array cycles (0 for resets and non-GEMM)
+    alu: int         # ALU issue cycles
+    buffer: int      # index into BUFFERS, or -1
+    nbytes: int
+
+    @property
+    def isolated_cycles(self) -> int:
+        """Cycles with nothing else running (free bus, no waiting)."""
+        return self.fixed + self.latency + self.beats + self.pad
+
+
+def insn_cost(cfg: VTAConfig, insn: Insn) -> InsnCost:
+    """The model's latency of `insn` alone; see the module docstring for the formulas."""
+    ovh = cfg.insn_overhead
+    if isinstance(insn, MemInsn):
+        if insn.x_size == 0:          # a token carrier: no transfer
+            return InsnCost(ovh, 0, 0, 0, 0, 0, -1, 0)
+        eb = _dram_elem_bytes(cfg, insn.memory_type)
+        row_beats = -(-insn.x_size * eb // cfg.bus_bytes)
+        row_len = insn.x_pad_0 + insn.x_size + insn.x_pad_1
+        written = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * row_len
+        pad = written - insn.x_size * insn.y_size
+        return InsnCost(ovh, cfg.dma_latency, insn.y_size * row_beats, pad, 0, 0,
+                        _BUFFER_OF[insn.memory_type], insn.x_size * insn.y_size * eb)
+    if isinstance(insn, GemmInsn):
+        n = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+        return InsnCost(ovh + n + cfg.gemm_pipeline, 0, 0, 0, 0 if insn.reset else n, 0, -1, 0)
+    if isinstance(insn, AluInsn):
+        n = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+        return InsnCost(ovh + n * cfg.alu_ii + cfg.alu_pipeline, 0, 0, 0, 0, n * cfg.alu_ii,
+                        -1, 0)
+    return InsnCost(ovh, 0, 0, 0, 0, 0, -1, 0)   # FINISH
+
+
+# ---------------------------------------------------------------------------------------------
+# The scheduler
+# ---------------------------------------------------------------------------------------------
+
+def _insns_and_config(stream, cfg: VTAConfig | None) -> tuple[list, VTAConfig, object]:
+    """Accept a Program (insns + config), a list of instructions or raw bytes plus a config."""
+    layers = getattr(stream, "layers", None)
+    if hasattr(stream, "insns") and hasattr(stream, "config"):
+        return list(stream.insns), cfg or stream.config, layers
+    if cfg is None:
+        raise TargetError("simulate_timing: give a VTAConfig with a bare instruction list")
+    if isinstance(stream, np.ndarray):
+        stream = stream.astype(np.uint8, copy=False).tobytes()
+    if isinstance(stream, (bytes, bytearray, memoryview)):
+        try:
+            return decode_stream(bytes(stream), layout_for(cfg)), cfg, None
+        except IsaError as e:
+            raise SimulationError(f"timing model: {e}") from None
+    return list(stream), cfg, None
+
+
+def _layer_spans(layers, n: int) -> list[LayerSpan]:
+    """LayerSpans from spans, (name, first, stop) tuples, or one name (or None) per insn."""
+    if layers is None:
+        return []
+    layers = list(layers)
+    if layers and all(isinstance(x, str) or x is None for x in layers):
+        if len(layers) != n:
+            raise TargetError(f"layer names: {len(layers)} given for {n} instructions; give one "
+                              "name (or None) per instruction, or (name, first, stop) spans")
+        spans, i = [], 0
+        while i < n:
+            j = i
+            while j < n and layers[j] == layers[i]:
+                j += 1
+            if layers[i] is not None:
+                spans.append(LayerSpan(layers[i], i, j))
+            i = j
+        return spans
+    spans = []
+    for x in layers:
+        s = x if isinstance(x, LayerSpan) else LayerSpan(*x)
+        if not 0 <= s.first < s.stop <= n:
+            raise TargetError(f"layer {s.name!r}: instructions [{s.first}, {s.stop}) are not a "
+                              f"non-empty range within the stream of {n} instructions")
+        spans.append(s)
+    return spans
+
+
+def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> TimingResult:
+    """Time an instruction stream with the cycle model (no data is read or written).
+
+    stream: a builder Program, a list of instruction dataclasses, or raw 16-byte words;
+    cfg: the config (default: the Program's); layers: optional LayerSpans / (name, first,
+    stop) tuples / one name per instruction, for per-layer aggregates (a Program attribute
+    `layers` is used when present and none is given). Raises DeadlockError when tokens or
+    command queues can never let the stream finish, SimulationError on a malformed stream.
+    """
+    insns, cfg, prog_layers = _insns_and_config(stream, cfg)
+    spans = _layer_spans(layers if layers is not None else prog_layers, len(insns))
+    n = len(insns)
+    if n == 0:
+        raise SimulationError("empty instruction stream (no FINISH)")
+
+    mod = [0] * n
+    pops: list[tuple[int, ...]] = [()] * n
+    pushes: list[tuple[int, ...]] = [()] * n
+    costs: list[InsnCost] = [None] * n   # type: ignore[list-item]
+    lists: list[list[int]] = [[], [], []]
+    pos = [0] * n                         # position within its module's list
+    finish_at = -1
+    for i, insn in enumerate(insns):
+        m = _module_of(i, insn)
+        _check_fields(i, insn)
+        dq = _DEP_QUEUES[m]
+        po, pu = [], []
+        for k, flag in enumerate(_FLAGS):
+            if getattr(insn.deps, flag):
+                if dq[k] is None:
+                    raise SimulationError(f"{_label(i, insn)}: {flag} is set but the "
+                                          f"{MODULES[m]} module has no "
+                                          f"{'previous' if 'prev' in flag else 'next'} stage", i)
+                (po if k < 2 else pu).append(dq[k])
+        mod[i], pops[i], pushes[i] = m, tuple(po), tuple(pu)
+        costs[i] = insn_cost(cfg, insn)
+        pos[i] = len(lists[m])
+        lists[m].append(i)
+        if isinstance(insn, FinishInsn):
+            finish_at = i
+            break
+    if finish_at < 0:
+        raise SimulationError(f"missing FINISH: the stream of {n} instruction(s) has no FINISH; "
+                              f"the last is {_label(n - 1, insns[-1])}", n - 1)
+    if finish_at != n - 1:
+        raise SimulationError(f"{_label(finish_at, insns[finish_at])} ends the stream but "
+                              f"{n - 1 - finish_at} instruction(s) follow it and would never run",
+                              finish_at)
+
+    depth = max(1, cfg.cmd_queue_depth)
+    fetch_ii = -(-INSN_BYTES // cfg.bus_bytes)
+    start = [-1] * n
+    end = [-1] * n
+    disp = [0] * n
+    push_end: list[list[int]] = [[], [], [], []]   # end time of each push, per queue, in order
+    popped = [0, 0, 0, 0]
+    heads = [0, 0, 0]
+    free = [0, 0, 0]
+    bus_free = 0
+    fetched = 0                  # instructions dispatched so far (program order)
+    last_disp = cfg.dma_latency - fetch_ii   # the first instruction arrives after one DMA
+    max_end = 0
+    done = 0
+    while done < n:
+        # Dispatch in program order as far as the command queues allow.
+        while fetched < n:
+            i = fetched
+            t = last_disp + fetch_ii
+            if pos[i] >= depth:
+                j = lists[mod[i]][pos[i] - depth]   # the instruction whose slot i needs
+                if start[j] < 0:
+                    break
+                t = max(t, start[j])
+            disp[i] = last_disp = t
+            fetched += 1
+        # The startable head with the earliest start time goes next.
+        best, best_t = -1, 0
+        for m in range(3):
+            if heads[m] >= len(lists[m]):
+                continue
+            i = lists[m][heads[m]]
+            if i >= fetched:
+                continue
+            t = max(free[m], disp[i])
+            ok = True
+            for q in pops[i]:
+                if popped[q] >= len(push_end[q]):
+                    ok = False
+                    break
+                t = max(t, push_end[q][popped[q]])
+            if not ok:
+                continue
+            if i == finish_at:
+                if done != n - 1:          # FINISH waits for every other instruction
+                    continue
+                t = max(t, max_end)
+            if best < 0 or t < best_t or (t == best_t and i < best):
+                best, best_t = i, t
+        if best < 0:
+            _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, depth,
+                            mod)
+        i, m, c = best, mod[best], costs[best]
+        for q in pops[i]:
+            popped[q] += 1
+        t_end = best_t + c.fixed
+        if c.beats:
+            bus_start = max(t_end + c.latency, bus_free)
+            bus_free = bus_start + c.beats
+            t_end = bus_free
+        t_end += c.pad
+        start[i], end[i] = best_t, t_end
+        for q in pushes[i]:
+            push_end[q].append(t_end)
+        free[m] = t_end
+        heads[m] += 1
+        max_end = max(max_end, t_end)
+        done += 1
+
+    return _result(cfg, costs, mod, start, end, disp, spans)
+
+
+def _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, depth, mod):
+    blocked = []
+    queue_tokens = {QUEUES[q]: len(push_end[q]) - popped[q] for q in range(4)}
+    for m in range(3):
+        if heads[m] >= len(lists[m]):
+            continue
+        i = lists[m][heads[m]]
+        if i >= fetched:
+            stalled_on = mod[fetched]
+            waits = (f"cmd_queue:{MODULES[stalled_on]}",)
+        else:
+            waits = tuple(QUEUES[q] for q in pops[i] if popped[q] >= len(push_end[q]))
+        blocked.append((MODULES[m], i, " ".join(format_insn(insns[i]).split()), waits))
+    lines = []
+    for module, i, _, waits in blocked:
+        if waits and waits[0].startswith("cmd_queue:"):
+            lines.append(f"{module} module's next {_label(i, insns[i])} was never fetched: the "
+                         f"fetch stage stalled at instruction #{fetched} because the "
+                         f"{waits[0].split(':')[1]} command queue is full (depth {depth})")
+        else:
+            lines.append(f"{module} module blocked at {_label(i, insns[i])} waiting on "
+                         f"{'/'.join(waits) or 'the other modules to finish'}")
+    raise DeadlockError(f"timing model: token deadlock after {done} instruction(s): "
+                        + "; ".join(lines) + f"; queue tokens {queue_tokens}",
+                        blocked, queue_tokens)
+
+
+def _result(cfg, costs, mod, start, end, disp, spans) -> TimingResult:
+    start_a = np.asarray(start, dtype=np.int64)
+    end_a = np.asarray(end, dtype=np.int64)
+    mod_a = np.asarray(mod, dtype=np.int8)
+    dur = end_a - start_a
+    gemm = np.fromiter((c.gemm for c in costs), dtype=np.int64, count=len(costs))
+    alu = np.fromiter((c.alu for c in costs), dtype=np.int64, count=len(costs))
+    buf = np.fromiter((c.buffer for c in costs), dtype=np.int64, count=len(costs))
+    nbytes = np.fromiter((c.nbytes for c in costs), dtype=np.int64, count=len(costs))
+    macs_per_cycle = cfg.batch * cfg.block_in * cfg.block_out
+
+    def aggregate(sl: slice) -> tuple[dict, int, int, dict]:
+        busy = {name: int(dur[sl][mod_a[sl] == k].sum()) for k, name in enumerate(MODULES)}
+        by_buf = {name: int(nbytes[sl][buf[sl] == k].sum()) for k, name in enumerate(BUFFERS)}
+        return busy, int(gemm[sl].sum()), int(alu[sl].sum()), by_buf
+
+    busy, g, a, by_buf = aggregate(slice(None))
+    layers = []
+    for s in spans:
+        sl = slice(s.first, s.stop)
+        lb, lg, la, lbytes = aggregate(sl)
+        layers.append(LayerTiming(s.name, s.first, s.stop, int(start_a[sl].min()),
+                                  int(end_a[sl].max()), lb, lg, la, lg * macs_per_cycle, lbytes))
+    return TimingResult(cfg, int(end_a.max()), busy, g, a, g * macs_per_cycle, by_buf, start_a,
+                        end_a, mod_a, np.asarray(disp, dtype=np.int64), layers)
+
+
+def stream_cycles(stream, cfg: VTAConfig | None = None) -> int:
+    """Total cycles only: the cost function a schedule chooser minimises."""
+    return simulate_timing(stream, cfg).total_cycles
