@@ -25,7 +25,7 @@ from .targets.registry import get_target
 
 def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", *,
             cpu_nodes: Iterable[str] = (), min_region_macs: int | None = None,
-            config: Mapping[str, Any] | None = None) -> Module:
+            config: Mapping[str, Any] | None = None, calibration: Any = None) -> Module:
     """Compile `graph` (a Graph or an ONNX file path) for `target`.
 
     target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance.
@@ -33,6 +33,9 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     min_region_macs: offloaded regions with fewer MACs run on the CPU instead (default: the
         target's own rule).
     config: config fields overriding the target's (unknown fields raise TargetError).
+    calibration: sample inputs for targets whose prepare() quantises (e.g. vta): a dict
+        name -> array, a list of such dicts, or an array split along axis 0; None lets the
+        target calibrate on random data (with a warning).
     """
     # 1. the graph: load a model file if given a path
     if not isinstance(graph, Graph):
@@ -44,9 +47,12 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     #    counts and device buffer sizes all read shapes
     g = infer_shapes(graph)
     g.toposort()
-    # 4. partition: annotate, merge convex regions, apply the size rule, schedule
+    # 4. target-specific rewrites (vta: fold BatchNorm, quantise to int8); identity for most
+    g = tgt.prepare(g, calibration)
+    g.toposort()
+    # 5. partition: annotate, merge convex regions, apply the size rule, schedule
     parts = partition(g, tgt, cpu_nodes=cpu_nodes, min_region_macs=min_region_macs)
-    # 5. lower each offloaded region to the target's kernel
+    # 6. lower each offloaded region to the target's kernel
     kernels = {}
     for region in parts.offloaded:
         try:
@@ -54,7 +60,7 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
         except RetargetError as e:
             raise type(e)(f"lowering region {region.name!r} ({', '.join(region.node_names)}) "
                           f"for {tgt.name}: {e}") from None
-    # 6. package graph, regions, kernels and the placement report as a Module
+    # 7. package graph, regions, kernels and the placement report as a Module
     return Module(g, tgt, parts.regions, kernels, parts.report)
 
 

@@ -13,6 +13,10 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
 - `make_device()`: the Device (runtime/device.py) that runs the kernels.
 - `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
+- `prepare(graph, calibration=None) -> graph`: optional graph rewrite run by compile() before
+  partitioning (e.g. fold BatchNorm and quantise to int8 for an integer accelerator); the
+  identity by default. `bit_exact = True` says the compiled module must equal the reference
+  run of the prepared graph bit for bit (`retarget run --check` then compares exactly).
 
 Subclass only to fill in these fields; the partitioner, compiler, executor and artifact code
 are shared by every target.
@@ -117,6 +121,9 @@ class Target:
     presets: ClassVar[Mapping[str, Any]] = {}
     rules: ClassVar[Mapping[str, Rule]] = {}
     kernel_kinds: ClassVar[Mapping[str, type[Kernel]]] = {}
+    # True when the target's results must equal the reference run of prepare()'s graph exactly
+    # (integer targets); False allows float rounding differences.
+    bit_exact: ClassVar[bool] = False
 
     def __init__(self, config: Any = None, preset: str | None = None):
         if config is None:
@@ -184,6 +191,12 @@ class Target:
         return int(getattr(self.config, "min_region_macs", 0))
 
     # ---- compilation and execution ----------------------------------------------------------
+    def prepare(self, graph: Graph, calibration: Any = None) -> Graph:
+        """Rewrite the typed graph into the form this target's rules expect, before
+        partitioning (e.g. int8 quantisation calibrated on `calibration`, whose accepted forms
+        are the target's to document). Default: the graph unchanged."""
+        return graph
+
     def lower(self, region: Region) -> Kernel:
         raise NotImplementedError(f"target {self.name!r} does not implement lower()")
 

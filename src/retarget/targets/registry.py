@@ -22,7 +22,8 @@ from .base import Target
 def _builtin() -> dict[str, type[Target]]:
     # Imported lazily so that `import retarget` does not pull in every backend.
     from .cpu.target import CpuTarget
-    return {CpuTarget.name: CpuTarget}
+    from .vta.target import VTATarget
+    return {CpuTarget.name: CpuTarget, VTATarget.name: VTATarget}
 
 
 _TARGETS: dict[str, type[Target]] = {}
