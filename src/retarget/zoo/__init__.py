@@ -8,10 +8,12 @@ stay O(1). They all take the same keywords:
     size (input height = width), batch, num_classes, width (channel multiplier), opset
     (11..18; default 17), seed
 
-    >>> from retarget import zoo
-    >>> model = zoo.build("resnet18", size=64, num_classes=10)
-    >>> zoo.NAMES
-    ('resnet18', 'resnet50', 'vgg11', 'vgg16', 'alexnet', 'googlenet', 'mobilenet_v1', ...)
+    from retarget import zoo
+    model = zoo.build("resnet18", size=64, num_classes=10)   # an onnx.ModelProto
+    zoo.NAMES    # resnet18 resnet50 vgg11 vgg16 alexnet googlenet mobilenet_v1 mobilenet_v2
+                 # unet (ConvTranspose up-path) unet_resize (nearest Resize up-path)
+
+The model's input is named "input" (float32, batch x 3 x size x size) and its output "output".
 """
 from __future__ import annotations
 

@@ -88,9 +88,6 @@ class OnnxBuilder:
         self.shapes[name] = tuple(array.shape)
         return name
 
-    def int64_const(self, name: str, values) -> str:
-        return self.weight(name, np.asarray(values, dtype=np.int64))
-
     def constant_node(self, scope: str, values, dtype=np.int64) -> str:
         """A `Constant` node, as older PyTorch exports emit for shape arithmetic."""
         arr = np.asarray(values, dtype=dtype)
@@ -111,7 +108,7 @@ class OnnxBuilder:
         return name
 
     def output(self, value: str, name: str = "output") -> str:
-        """Mark `value` as a graph output, renamed to `name` through an Identity-free rename."""
+        """Mark `value` as a graph output under the name `name`."""
         # Rename the producing node's output so the model's output has a friendly name,
         # as torch.onnx.export(output_names=[...]) does.
         for node in self.nodes:
