@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     all_ok = True
-    print(f"{'config':7} {'workload':22} {'insns':>7} {'MACs':>12} {'sim s':>8} "
+    print(f"{'config':7} {'workload':30} {'insns':>7} {'MACs':>12} {'sim s':>8} "
           f"{'GMAC/s':>7} {'x goal':>6}  exact")
     for name in args.configs.split(","):
         cfg = preset(name)
@@ -252,13 +252,13 @@ def main(argv=None) -> int:
                          res.counters.gemm_counter * macs_per, secs, ok, times))
         for label, n, macs, secs, ok, _ in rows:
             all_ok &= ok
-            print(f"{name:7} {label:22} {n:7d} {macs:12,d} {secs:8.3f} {macs / secs / 1e9:7.2f} "
+            print(f"{name:7} {label:30} {n:7d} {macs:12,d} {secs:8.3f} {macs / secs / 1e9:7.2f} "
                   f"{macs / secs / GOAL:6.1f}  {'yes' if ok else 'NO'}")
         if not args.quick:
             conv_rows = rows[len(gemms):]
             macs = sum(r[2] * r[5] for r in conv_rows)
             secs = sum(r[3] * r[5] for r in conv_rows)
-            print(f"{name:7} {'ResNet-18 C2-C11 total':22} {'':7} {macs:12,d} {secs:8.3f} "
+            print(f"{name:7} {'ResNet-18 C2-C11 total':30} {'':7} {macs:12,d} {secs:8.3f} "
                   f"{macs / secs / 1e9:7.2f} {macs / secs / GOAL:6.1f}  (layers x uses)")
     return 0 if all_ok else 1
 
