@@ -1,0 +1,103 @@
+"""`retarget demo [--config PRESET] [--batch N]`: the main job, end to end, on shipped data.
+
+The shipped digits CNN (src/retarget/data, trained by scripts/train_digits.py on scikit-learn's
+8x8 digits) is quantised to int8 on its calibration split, compiled for the simulated VTA,
+and run on the held-out digits it never saw. Printed: float top-1 vs int8-on-simulator top-1
+(the check: within ACCURACY_TOLERANCE points), whether every simulated output equals the
+integer reference bit for bit, the placement report and the simulator's counters.
+Exit status 1 when either check fails.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from ..errors import InputError
+
+ACCURACY_TOLERANCE = 1.0   # percentage points int8 may lose against float
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "demo", help="digits CNN: quantise, compile for the simulated VTA, report accuracy",
+        description="Compile the shipped digits CNN for the simulated VTA accelerator, run its "
+                    "held-out set on the simulator and compare int8 with float accuracy.")
+    p.add_argument("--config", default="pynq", metavar="PRESET",
+                   help="VTA preset (pynq, ultra96, 1x32, 1x64, 2x16) or a .json/.toml "
+                        "target config file (default: pynq)")
+    p.add_argument("--batch", type=int, default=40, metavar="N",
+                   help="images per simulator run (default 40)")
+    p.add_argument("--limit", type=int, default=None, metavar="N",
+                   help="use only the first N held-out images")
+    p.set_defaults(func=run_demo)
+
+
+def _target_spec(config: str) -> str:
+    return config if config.endswith((".json", ".toml")) else f"vta:{config}"
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from ..compiler import compile
+    from ..data import DIGITS_INPUT, DIGITS_OUTPUT, digits_calibration, digits_test, load_digits_model
+    from ..targets.cpu.reference import run_graph
+
+    if args.batch < 1:
+        raise InputError(f"--batch must be >= 1, got {args.batch}")
+    x, y = digits_test()
+    if args.limit is not None:
+        if args.limit < 1:
+            raise InputError(f"--limit must be >= 1, got {args.limit}")
+        x, y = x[:args.limit], y[:args.limit]
+    batch = min(args.batch, len(x))
+    graph = load_digits_model(batch)
+
+    t0 = time.perf_counter()
+    module = compile(graph, _target_spec(args.config), calibration=digits_calibration())
+    t_compile = time.perf_counter() - t0
+    print(f"digits CNN ({len(x)} held-out 8x8 images) on {module.target.spec} "
+          f"({module.target.config.target_name}), compiled in {t_compile:.2f} s")
+    print()
+    print(module.report.table())
+    print()
+
+    float_pred, int8_pred = [], []
+    exact = 0
+    counters: dict[str, int] = {}
+    t_sim = 0.0
+    for start in range(0, len(x), batch):
+        chunk = x[start:start + batch]
+        n = len(chunk)
+        if n < batch:   # the compiled shapes are fixed: pad the last batch, drop its extras
+            chunk = np.concatenate([chunk, np.zeros((batch - n,) + chunk.shape[1:], chunk.dtype)])
+        feed = {DIGITS_INPUT: chunk}
+        float_pred.append(np.argmax(run_graph(graph, feed)[DIGITS_OUTPUT][:n], axis=1))
+        t0 = time.perf_counter()
+        sim = module.run(feed)[DIGITS_OUTPUT]
+        t_sim += time.perf_counter() - t0
+        for prof in module.profile:
+            for k, v in prof.counters.items():
+                counters[k] = counters.get(k, 0) + v
+        ref = run_graph(module.graph, feed)[DIGITS_OUTPUT]
+        exact += n if np.array_equal(sim, ref) else 0
+        int8_pred.append(np.argmax(sim[:n], axis=1))
+    module.close()
+
+    acc_float = 100.0 * float(np.mean(np.concatenate(float_pred) == y))
+    acc_int8 = 100.0 * float(np.mean(np.concatenate(int8_pred) == y))
+    print("simulator counters (all runs):")
+    for k in sorted(counters):
+        print(f"  {k:<22} {counters[k]}")
+    print(f"  {'host seconds':<22} {t_sim:.2f}")
+    print()
+    print(f"top-1 float (reference)      {acc_float:6.2f} %")
+    print(f"top-1 int8 (VTA simulator)   {acc_int8:6.2f} %   (difference "
+          f"{acc_float - acc_int8:+.2f} points, tolerance {ACCURACY_TOLERANCE})")
+    print(f"bit-exact vs the integer reference: {exact}/{len(x)} images")
+    ok_acc = acc_float - acc_int8 <= ACCURACY_TOLERANCE
+    ok_exact = exact == len(x)
+    print("demo: OK" if ok_acc and ok_exact else
+          "demo: FAILED (" + ", ".join(w for w, bad in (("accuracy", not ok_acc),
+                                                        ("bit-exactness", not ok_exact)) if bad) + ")")
+    return 0 if ok_acc and ok_exact else 1
