@@ -1,0 +1,81 @@
+"""The vta target's rules, prepare and naming: no lowering involved (partition only)."""
+import numpy as np
+import pytest
+
+from retarget.errors import TargetError
+from retarget.passes.infer_shapes import infer_shapes
+from retarget.passes.partition import partition
+from retarget.targets.registry import get_target, target_names
+
+from .conftest import build_graph, calibration_for
+
+
+def placed(name, spec="vta", **kw):
+    t = get_target(spec)
+    g = build_graph(name)
+    q = t.prepare(infer_shapes(g), calibration_for(g))
+    q.toposort()
+    return partition(q, t, **kw).report
+
+
+def test_names_and_presets():
+    assert "vta" in target_names()
+    for p in ("pynq", "ultra96", "1x32", "1x64", "2x16"):
+        t = get_target(f"vta:{p}")
+        assert t.spec == f"vta:{p}" and t.config.name == p
+    assert get_target("vta").config.block_in == 16
+    assert get_target("vta:2x16").config.batch == 2
+    with pytest.raises(TargetError, match="presets: pynq"):
+        get_target("vta:nope")
+    with pytest.raises(TargetError, match="log_block_in"):
+        get_target("vta", {"log_block_in": 9})
+
+
+def test_prepare_quantises_and_warns_without_calibration():
+    t = get_target("vta")
+    g = infer_shapes(build_graph("resnet18"))
+    with pytest.warns(UserWarning, match="random data"):
+        q = t.prepare(g)
+    ops = {n.op for n in q.nodes}
+    assert "BatchNormalization" not in ops and {"Requantize", "QAdd", "QuantizeP2"} <= ops
+    conv_in = [n.inputs[0].type.dtype for n in q.nodes if n.op == "Conv"]
+    assert conv_in and set(conv_in) == {"int8"}
+    assert t.prepare(q) is q          # already integer: left alone
+
+
+def test_resnet_convs_offloaded_with_reasons():
+    rep = placed("resnet18")
+    convs = [n for n in rep.nodes if n.op == "Conv"]
+    assert convs and all(n.placement == "vta" for n in convs)
+    assert "3 input channels, not a multiple of BLOCK_IN=16; padded" in convs[0].reason
+    fp = [n for n in rep.nodes if n.op == "GlobalAveragePool"][0]
+    assert fp.placement == "cpu" and "float op" in fp.reason
+
+
+def test_depthwise_reason_or_offload():
+    rep = placed("mobilenet_v1")
+    dw = [n for n in rep.nodes if n.op == "Conv" and "group=" in n.reason]
+    from retarget.targets.vta.target import VTATarget
+    if VTATarget().lowering_has("depthwise"):
+        assert not dw
+    else:
+        assert dw and all(n.placement == "cpu" and "GEMM core" in n.reason for n in dw)
+        # their Requantize follows them onto the cpu
+        rq = {n.name: n for n in rep.nodes if n.op == "Requantize"}
+        for n in dw:
+            assert rq[f"{n.name}/requant"].placement == "cpu"
+
+
+def test_forcing_requantize_to_cpu_takes_its_conv_along():
+    rep = placed("resnet18", cpu_nodes=["/layer1.0.conv1/Conv/requant"])
+    conv = next(n for n in rep.nodes if n.name == "/layer1.0.conv1/Conv")
+    assert conv.placement == "cpu" and "int32 accumulator" in conv.reason
+
+
+def test_float_graph_gets_no_offload_without_quantisation():
+    # rules alone on a float graph (prepare skipped): nothing runs on vta, and it says why
+    t = get_target("vta")
+    g = infer_shapes(build_graph("vgg11"))
+    rep = partition(g, t).report
+    assert all(n.placement == "cpu" for n in rep.nodes)
+    assert any("int8" in n.reason for n in rep.nodes if n.op == "Conv")
