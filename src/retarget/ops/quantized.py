@@ -278,13 +278,18 @@ def _quantize_linear_dtype(zero_point_dtype, output_dtype: int) -> str:
     return dtype
 
 
+def _reject_blocked(op: str, block_size: int) -> None:
+    # Checked in the shape rule too, so a blocked model is refused at import, not mid-run.
+    if block_size:
+        raise UnsupportedOpError(f"{op} with block_size={block_size} (blocked quantisation)")
+
+
 def quantize_linear(x, scale, zero_point=None, *, axis, saturate, block_size, output_dtype,
                     precision):
     """ONNX QuantizeLinear: clip(round_half_even(x / scale) + zero_point) to the int range.
 
     (`saturate` only matters for float8 outputs, which are not supported.)"""
-    if block_size:
-        raise UnsupportedOpError("QuantizeLinear with block_size (blocked quantisation)")
+    _reject_blocked("QuantizeLinear", block_size)
     dtype = np.dtype(_quantize_linear_dtype(None if zero_point is None else zero_point.dtype,
                                             output_dtype))
     if dtype.name not in ("int8", "uint8"):
@@ -299,6 +304,7 @@ def quantize_linear(x, scale, zero_point=None, *, axis, saturate, block_size, ou
 
 
 def _quantize_linear_infer(attrs, types, consts):
+    _reject_blocked("QuantizeLinear", attrs["block_size"])
     zp = types[2] if len(types) > 2 else None
     dtype = _quantize_linear_dtype(None if zp is None else zp.dtype, attrs["output_dtype"])
     return [TensorType(types[0].shape, dtype)]
@@ -311,8 +317,7 @@ register(OpDef("QuantizeLinear", quantize_linear, _quantize_linear_infer,
 
 def dequantize_linear(x, scale, zero_point=None, *, axis, block_size):
     """ONNX DequantizeLinear: (x - zero_point) * scale, in the scale's float type."""
-    if block_size:
-        raise UnsupportedOpError("DequantizeLinear with block_size (blocked quantisation)")
+    _reject_blocked("DequantizeLinear", block_size)
     s = _axis_shaped(scale, x.ndim, axis, "DequantizeLinear", x.shape) if x.ndim else scale
     zp = 0 if zero_point is None else (
         _axis_shaped(zero_point, x.ndim, axis, "DequantizeLinear", x.shape) if x.ndim
@@ -321,6 +326,7 @@ def dequantize_linear(x, scale, zero_point=None, *, axis, block_size):
 
 
 def _dequantize_linear_infer(attrs, types, consts):
+    _reject_blocked("DequantizeLinear", attrs["block_size"])
     _need_int("DequantizeLinear", types[0])
     return [TensorType(types[0].shape, types[1].dtype)]
 

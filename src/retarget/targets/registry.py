@@ -53,7 +53,9 @@ def target_names() -> list[str]:
 def target_class(name: str) -> type[Target]:
     table = _table()
     if name not in table:
-        raise TargetError(f"unknown target {name!r}; known targets: {', '.join(sorted(table))}")
+        raise TargetError(f"unknown target {name!r}; known targets: {', '.join(sorted(table))} "
+                          "(a target defined outside retarget is registered by loading its file "
+                          "with --plugin FILE.py)")
     return table[name]
 
 
