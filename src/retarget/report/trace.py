@@ -1,0 +1,84 @@
+"""Timeline of a timed VTA stream as a Chrome / Perfetto trace-event JSON file.
+
+Open the file in ui.perfetto.dev (or chrome://tracing). One process "VTA <config>", one track
+(tid) per module — load, compute, store — holding a complete ("X") event per instruction, and a
+"layers" track with one slice per layer. Timestamps are microseconds derived from cycles at the
+config's clock; each event's args carry the exact cycles, the instruction index and its text.
+"""
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+from ..targets.vta.disasm import format_insn
+from ..targets.vta.timing import MODULES, TimingResult
+
+PID = 1
+LAYER_TID = len(MODULES) + 1
+
+
+def _slice_name(insn) -> str:
+    """Short event name: 'LOAD INP', 'GEMM', 'GEMM RESET', 'ALU SHR', 'STORE OUT', 'FINISH'."""
+    words = format_insn(insn).split()
+    name = words[0]
+    if len(words) > 1 and not words[1].startswith("["):
+        name += " " + words[1]
+    if name.startswith(("LOAD", "STORE")) and "no-op" in format_insn(insn):
+        name += " (token)"
+    return name
+
+
+def chrome_trace(result: TimingResult, insns: Sequence) -> dict:
+    """The trace-event document for `result` (from simulate_timing over `insns`)."""
+    if len(insns) != len(result.start):
+        raise ValueError(f"chrome_trace: {len(insns)} instructions but the timing result has "
+                         f"{len(result.start)}")
+    us_per_cycle = 1.0 / result.config.clock_mhz
+    events: list[dict] = [
+        {"ph": "M", "pid": PID, "name": "process_name",
+         "args": {"name": f"VTA {result.config.name} ({result.config.target_name})"}}]
+    for k, name in enumerate(MODULES):
+        events.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_name",
+                       "args": {"name": name}})
+        events.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_sort_index",
+                       "args": {"sort_index": k + 1}})
+    events.append({"ph": "M", "pid": PID, "tid": LAYER_TID, "name": "thread_name",
+                   "args": {"name": "layers"}})
+    events.append({"ph": "M", "pid": PID, "tid": LAYER_TID, "name": "thread_sort_index",
+                   "args": {"sort_index": 0}})
+
+    layer_of = [""] * len(insns)
+    for lt in result.layers:
+        for i in range(lt.first, lt.stop):
+            layer_of[i] = lt.name
+    for i, insn in enumerate(insns):
+        s, e = int(result.start[i]), int(result.end[i])
+        args = {"index": i, "cycles": e - s, "start_cycle": s, "text": " ".join(
+            format_insn(insn).split())}
+        if layer_of[i]:
+            args["layer"] = layer_of[i]
+        events.append({"ph": "X", "pid": PID, "tid": int(result.module[i]) + 1,
+                       "name": _slice_name(insn), "cat": MODULES[int(result.module[i])],
+                       "ts": s * us_per_cycle, "dur": (e - s) * us_per_cycle, "args": args})
+    # Layers can overlap at their boundaries (the next layer's loads start while the previous
+    # layer's stores drain); a track's slices must not partly overlap, so each layer's slice
+    # starts no earlier than the previous one ended. args keep the layer's true span.
+    prev_end = 0
+    for lt in result.layers:
+        s = max(lt.start_cycle, prev_end)
+        e = max(lt.end_cycle, s)
+        events.append({"ph": "X", "pid": PID, "tid": LAYER_TID, "name": lt.name, "cat": "layer",
+                       "ts": s * us_per_cycle, "dur": (e - s) * us_per_cycle,
+                       "args": {"start_cycle": lt.start_cycle, "end_cycle": lt.end_cycle,
+                                "cycles": lt.cycles, "gemm_cycles": lt.gemm_cycles,
+                                "macs": lt.macs, "instructions": [lt.first, lt.stop]}})
+        prev_end = e
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"config": result.config.name, "clock_mhz": result.config.clock_mhz,
+                         "total_cycles": result.total_cycles, "busy_cycles": result.busy}}
+
+
+def write_trace(path: str, result: TimingResult, insns: Sequence) -> None:
+    """Write chrome_trace(result, insns) to `path` (JSON)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(chrome_trace(result, insns), fh)
