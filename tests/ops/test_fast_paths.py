@@ -84,6 +84,67 @@ def test_maxpool_fast_matches_definition(case, storage_order):
 
 
 @SETTINGS
+@given(pool_case(), st.sampled_from(["float32", "int8"]))
+def test_maxpool_fast_without_indices_matches_definition(case, dtype):
+    # With one output requested the fast path skips the argmax; Y must not change.
+    x, attrs = case
+    if dtype == "int8":  # -128 also is the pad value: a window of only -128 must still work
+        x = np.clip(np.round(x * 100), -128, 127).astype(np.int8)
+    d = OPS["MaxPool"]
+    full = dict(d.attrs, **attrs)
+    (y,) = d.run([x], full, fast=True, num_outputs=1)
+    naive = d.run([x], full, fast=False)
+    assert y.dtype == x.dtype and y.shape == naive[0].shape
+    np.testing.assert_array_equal(y, naive[0])
+
+
+def test_maxpool_fast_without_indices_propagates_nan():
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    x[0, 0, 1, 2] = np.nan
+    d = OPS["MaxPool"]
+    attrs = dict(d.attrs, kernel_shape=[2, 2], strides=[2, 2])
+    (y,) = d.run([x], attrs, fast=True, num_outputs=1)
+    np.testing.assert_array_equal(y, d.run([x], attrs, fast=False)[0])
+    assert np.isnan(y[0, 0, 0, 1]) and np.isnan(y).sum() == 1
+
+
+def test_executor_asks_maxpool_for_indices_only_when_used():
+    # A one-output MaxPool node gets the fast no-indices path, a two-output one the indices.
+    x = {"x": _r(1, 2, 6, 6)}
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    for n_outputs in (1, 2):
+        graph = infer_shapes(from_onnx_model(single_node_model("MaxPool", x, {}, attrs, 13,
+                                                               n_outputs)))
+        got = run_graph(graph, x)
+        assert sorted(got) == [f"y{i}" for i in range(n_outputs)]
+        want = run_graph(graph, x, fast=False)
+        for k in got:
+            np.testing.assert_array_equal(got[k], want[k])
+
+
+@SETTINGS
+@given(st.integers(1, 2), st.integers(1, 5), st.lists(st.integers(1, 4), max_size=3),
+       st.sampled_from(["float32", "float64", "float16"]), st.floats(1e-6, 1e-2),
+       st.integers(0, 2**31))
+def test_batchnorm_fast_matches_definition(n, c, spatial, dtype, eps, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((n, c, *spatial)) * 3).astype(dtype)
+    scale, bias, mean = (rng.standard_normal(c).astype(dtype) for _ in range(3))
+    var = (np.abs(rng.standard_normal(c)) + 0.05).astype(dtype)
+    fast, naive = _run_both("BatchNormalization", [x, scale, bias, mean, var],
+                            dict(epsilon=eps))
+    assert fast[0].dtype == naive[0].dtype == x.dtype and fast[0].shape == x.shape
+    # x * k + c in x's dtype vs (x - mean) * k + B in float64: a few ulps of the larger
+    # of the terms, which may cancel, so the tolerance is relative to their size.
+    k = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    shape = (-1,) + (1,) * len(spatial)
+    size = (np.abs(x * k.reshape(shape)) + np.abs(bias - mean * k).reshape(shape))
+    ulp = float(np.finfo(dtype).eps)
+    err = np.abs(fast[0].astype(np.float64) - naive[0].astype(np.float64))
+    assert (err <= 4 * ulp * (size + 1e-30)).all(), float((err / size).max() / ulp)
+
+
+@SETTINGS
 @given(pool_case(), st.sampled_from([0, 1]))
 def test_averagepool_fast_matches_definition(case, count_include_pad):
     x, attrs = case

@@ -94,23 +94,35 @@ def _lowest(dtype):
 
 
 def max_pool_fast(x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads, storage_order,
-                  strides):
+                  strides, num_outputs=2):
     """MaxPool over kernel taps: pad with the dtype's lowest value and keep a running max
-    (and its index) over strided whole-tensor views, one step per tap."""
+    over strided whole-tensor views, one step per tap. The argmax (Indices) is tracked only
+    when the caller reads it (num_outputs=2): that costs several times the max alone."""
     win = pool_window("MaxPool", x.shape, kernel_shape, strides, dilations, pads, auto_pad,
                       ceil_mode)
+    end = win.padded_needed(x.shape[2:])
+    xp = pad_spatial(x, win.pads_begin, end, _lowest(x.dtype))
+    taps = [(slice(None), slice(None)) + win.tap_slices(t) for t in np.ndindex(*win.kernel)]
+    if num_outputs >= 2:
+        return _max_pool_taps_with_indices(x, xp, win, taps, end, storage_order)
+    best = xp[taps[0]].copy()
+    for sl in taps[1:]:
+        # np.maximum propagates NaN as the definition's argmax does (first NaN wins).
+        np.maximum(best, xp[sl], out=best)
+    return (best,)
+
+
+def _max_pool_taps_with_indices(x, xp, win: Window, taps, end, storage_order):
+    """The running max over `taps` of the padded `xp`, and the flat index it came from."""
     n, c = x.shape[:2]
     size = x.shape[2:]
-    end = win.padded_needed(size)
-    xp = pad_spatial(x, win.pads_begin, end, _lowest(x.dtype))
     order = "F" if storage_order else "C"
     where = np.arange(prod(size), dtype=np.int64).reshape(size, order=order)
     where = pad_spatial(where, win.pads_begin, end, -1)  # -1 marks padding
     best = best_idx = None
-    for tap in np.ndindex(*win.kernel):
-        sl = win.tap_slices(tap)
-        v = xp[(slice(None), slice(None)) + sl]
-        i = np.broadcast_to(where[sl], v.shape)
+    for sl in taps:
+        v = xp[sl]
+        i = np.broadcast_to(where[sl[2:]], v.shape)
         if best is None:
             best, best_idx = v.copy(), i.copy()
             continue
@@ -124,7 +136,7 @@ def max_pool_fast(x, *, auto_pad, ceil_mode, dilations, kernel_shape, pads, stor
 
 
 register(OpDef("MaxPool", max_pool, _maxpool_infer, attrs=MAXPOOL_ATTRS, fast=max_pool_fast,
-               num_outputs=2, doc="ONNX MaxPool with optional Indices output"))
+               num_outputs=2, fast_skips_outputs=True, doc="ONNX MaxPool with optional Indices output"))
 
 
 # ---- AveragePool --------------------------------------------------------------------------------
@@ -249,8 +261,26 @@ def batch_normalization(x, scale, bias, mean, var, *, epsilon, momentum, trainin
     return y.astype(x.dtype)
 
 
+def batch_normalization_fast(x, scale, bias, mean, var, *, epsilon, momentum, training_mode):
+    """One fused multiply-add per element, y = x * k + c, with the per-channel k = scale /
+    sqrt(var + eps) and c = B - mean * k computed in float64 (C values, cheap) and rounded
+    to x's dtype; the full-size pass stays in x's dtype with no float64 temporaries."""
+    if not np.issubdtype(x.dtype, np.floating):
+        return batch_normalization(x, scale, bias, mean, var, epsilon=epsilon,
+                                   momentum=momentum, training_mode=training_mode)
+    _bn_check(x.shape, [scale.shape, bias.shape, mean.shape, var.shape], training_mode)
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    f = np.float64
+    k = scale.astype(f) / np.sqrt(var.astype(f) + epsilon)
+    c = bias.astype(f) - mean.astype(f) * k
+    y = np.multiply(x, k.astype(x.dtype).reshape(shape))
+    y += c.astype(x.dtype).reshape(shape)
+    return y
+
+
 register(OpDef("BatchNormalization", batch_normalization, _bn_infer,
                attrs=dict(epsilon=1e-5, momentum=0.9, training_mode=0),
+               fast=batch_normalization_fast,
                macs=lambda attrs, i, o: o[0].numel, num_inputs=(5, 5),
                doc="inference-form BatchNormalization (Y only)"))
 

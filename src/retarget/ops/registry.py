@@ -14,6 +14,9 @@ Conventions
 - macs(attrs, in_types, out_types) -> int: multiply-accumulates for one execution.
 - attrs: defaults for every attribute; REQUIRED for those without one. `resolve_attrs` fills
   defaults and rejects unknown names, so compute/infer always see the full set.
+- fast_skips_outputs: the fast path takes a `num_outputs=` keyword, how many leading outputs
+  the caller reads, and may return only those (MaxPool skips its Indices). `compute` always
+  returns every output: it is the definition.
 """
 from __future__ import annotations
 
@@ -49,10 +52,20 @@ class OpDef:
     num_inputs: tuple[int, int] = (1, 1)  # (min, max) count, omitted optionals included in max
     num_outputs: int = 1
     doc: str = ""
+    fast_skips_outputs: bool = False
 
-    def run(self, inputs: list, attrs: dict, fast: bool = True) -> list[np.ndarray]:
-        fn = self.fast if (fast and self.fast is not None) else self.compute
-        out = fn(*inputs, **attrs)
+    def run(self, inputs: list, attrs: dict, fast: bool = True,
+            num_outputs: int | None = None) -> list[np.ndarray]:
+        """Execute the op: the fast path when there is one and `fast`, else the definition.
+        `num_outputs` (default: all) is how many leading outputs the caller will read; the
+        result may then hold only those."""
+        if fast and self.fast is not None:
+            if self.fast_skips_outputs:
+                out = self.fast(*inputs, num_outputs=num_outputs or self.num_outputs, **attrs)
+            else:
+                out = self.fast(*inputs, **attrs)
+        else:
+            out = self.compute(*inputs, **attrs)
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
 

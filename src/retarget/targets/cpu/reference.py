@@ -70,7 +70,7 @@ def run_node(node, args: list, fast: bool = True) -> list[np.ndarray]:
     opdef = get_op(node.op, node)
     attrs = resolve_attrs(node)
     try:
-        outs = opdef.run(args, attrs, fast=fast)
+        outs = opdef.run(args, attrs, fast=fast, num_outputs=len(node.outputs))
     except RetargetError as e:
         if node.name in str(e):
             raise
