@@ -1,0 +1,166 @@
+"""LoweringContext: one instruction stream under construction, shared by the layers lowered
+into it, and LoweredSegment, what finish() returns.
+
+The context owns the StreamBuilder, the packed constants (weights, bias/shift vectors) by DRAM
+buffer name, a cache of micro-op kernels (built once per distinct shape, so emitting a tile
+costs a few dictionary look-ups), and the dependency-token bookkeeping:
+
+- `TokenTracker` counts pushes and pops per queue. The k-th pop of a queue consumes the k-th
+  push, so "wait until instruction X (which pushed token number j) is done" is: pop until j has
+  been consumed. Consuming more is harmless (it only waits for earlier work too); a push is only
+  made when a later instruction will wait for it, so a finished stream leaves no tokens behind.
+- Layers are separated by a barrier (store -> compute -> load): the next layer's loads read DRAM
+  that this layer's stores wrote, and the modules have no store -> load queue.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ....errors import TargetError
+from ..builder import Program, StreamBuilder, UopKernel
+from ..config import VTAConfig
+from ..isa import STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE
+from .tensor import PackedTensor
+
+# queue -> (from stage, to stage)
+QUEUES = {"l2g": (STAGE_LOAD, STAGE_COMPUTE), "g2l": (STAGE_COMPUTE, STAGE_LOAD),
+          "g2s": (STAGE_COMPUTE, STAGE_STORE), "s2g": (STAGE_STORE, STAGE_COMPUTE)}
+
+
+class TokenTracker:
+    """Pushes and pops through the builder, counted per queue (see the module docstring)."""
+
+    def __init__(self, b: StreamBuilder):
+        self.b = b
+        self.pushed = dict.fromkeys(QUEUES, 0)
+        self.popped = dict.fromkeys(QUEUES, 0)
+
+    def push(self, q: str) -> int:
+        """Push a token after the latest instruction of the queue's source stage; returns the
+        token's number (what a consumer passes to wait)."""
+        self.b.dep_push(*QUEUES[q])
+        self.pushed[q] += 1
+        return self.pushed[q] - 1
+
+    def wait(self, q: str, token: int | None) -> None:
+        """The next instruction of the queue's destination stage waits for token `token`."""
+        if token is None:
+            return
+        if token >= self.pushed[q]:
+            raise TargetError(f"internal: waiting for {q} token {token} never pushed")
+        while self.popped[q] <= token:
+            self.b.dep_pop(*QUEUES[q])
+            self.popped[q] += 1
+
+    def balanced(self) -> bool:
+        return self.pushed == self.popped
+
+
+@dataclass(slots=True)
+class LayerReport:
+    """What lowering one layer produced: its schedule, the instructions it appended, and the
+    useful MACs against those the GEMM core performs (padding and block-diagonal waste)."""
+    name: str
+    kind: str
+    schedule: object
+    instructions: int
+    useful_macs: int = 0
+    performed_macs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def mac_efficiency(self) -> float:
+        return self.useful_macs / self.performed_macs if self.performed_macs else 1.0
+
+
+@dataclass(slots=True)
+class LoweredSegment:
+    """A finished stream: the Program, the packed constants to place in its DRAM buffers,
+    and the tensors a caller fills (inputs) and reads back (outputs), by name."""
+    program: Program
+    constants: dict[str, np.ndarray]
+    inputs: dict[str, PackedTensor]
+    outputs: dict[str, PackedTensor]
+    reports: list[LayerReport]
+
+    @property
+    def config(self) -> VTAConfig:
+        return self.program.config
+
+
+class LoweringContext:
+    """Builds one stream; lower_* functions append layers to it (see lower/__init__.py)."""
+
+    def __init__(self, cfg: VTAConfig):
+        self.cfg = cfg
+        self.b = StreamBuilder(cfg)
+        self.tokens = TokenTracker(self.b)
+        self.constants: dict[str, np.ndarray] = {}
+        self.inputs: dict[str, PackedTensor] = {}
+        self.reports: list[LayerReport] = []
+        self._kernels: dict[tuple, UopKernel] = {}
+        self._stores_since_barrier = False
+        self._layer_start = 0
+
+    # ---- DRAM ---------------------------------------------------------------------------
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: str = "int8",
+               block: int | None = None) -> PackedTensor:
+        """Allocate a packed activation buffer (an intermediate or an output); `block` is the
+        channels per element (default BLOCK_IN, what a convolution reads)."""
+        c = self.cfg
+        t = PackedTensor(name, tuple(int(s) for s in shape), dtype, c.batch,
+                         block or c.block_in)
+        self.b.alloc(name, t.packed_shape, dtype)
+        return t
+
+    def input(self, name: str, shape: tuple[int, ...], dtype: str = "int8") -> PackedTensor:
+        """Allocate a buffer the caller fills before running (a segment input)."""
+        t = self.tensor(name, shape, dtype)
+        self.inputs[name] = t
+        return t
+
+    def constant(self, name: str, array: np.ndarray) -> str:
+        """A packed constant (weights, bias vectors) in its own DRAM buffer."""
+        self.b.alloc(name, array.shape, str(array.dtype))
+        self.constants[name] = array
+        return name
+
+    # ---- kernels --------------------------------------------------------------------------
+    def kernel(self, key: tuple, make: Callable[[], tuple[list, list]]) -> UopKernel:
+        """The cached micro-op kernel for `key`; `make()` returns (uops, loops) on a miss."""
+        k = self._kernels.get(key)
+        if k is None:
+            uops, loops = make()
+            k = self._kernels[key] = self.b.uop_kernel(uops, loops, name=str(key[0]))
+        return k
+
+    # ---- layers ---------------------------------------------------------------------------
+    def begin_layer(self) -> None:
+        """Order this layer after everything before it (see the module docstring)."""
+        if self._stores_since_barrier:
+            t = self.tokens.push("s2g")
+            self.tokens.wait("s2g", t)
+            t = self.tokens.push("g2l")
+            self.tokens.wait("g2l", t)
+            self._stores_since_barrier = False
+        self._layer_start = len(self.b.insns)
+
+    def end_layer(self, report: LayerReport) -> LayerReport:
+        self._stores_since_barrier = True
+        report.instructions = len(self.b.insns) - self._layer_start
+        self.reports.append(report)
+        return report
+
+    def finish(self, outputs: dict[str, PackedTensor] | list[PackedTensor]) -> LoweredSegment:
+        """Append FINISH and return the segment. `outputs` names what a caller reads back."""
+        if isinstance(outputs, list):
+            outputs = {t.buffer: t for t in outputs}
+        if not self.tokens.balanced():
+            raise TargetError(f"internal: unbalanced dependency tokens {self.tokens.pushed} "
+                              f"pushed vs {self.tokens.popped} popped")
+        program = self.b.finish()
+        return LoweredSegment(program, dict(self.constants), dict(self.inputs), dict(outputs),
+                              list(self.reports))

@@ -1,0 +1,318 @@
+"""conv2d and dense on the GEMM core, requantised on the ALU.
+
+Data: activations NCHW{BATCH}n{BLOCK_IN}c, weights packed (O/BO, I/BI per group, KH, KW, BO, BI)
+(layout.pack_oihw; depthwise: one diagonal BO x BI block per channel block and tap), and one
+ACC vector per output block holding bias + rounding constant (alu.requant_vectors).
+
+Per output tile (batch blocks x rows x cols x output channel blocks), for each reduction phase
+(a tile of input channel blocks): LOAD INP with the convolution's padding done by the LOAD's
+pad fields (a tile at the image border gets pads, an inner tile none), LOAD WGT, GEMM with
+loops over the tile's output rows and columns and one micro-op per (output block, input block,
+tap). Then bias + rounding, shift and clip on the ALU, and STORE of the int8 tile.
+
+Virtual threads: tiles alternate between thread halves of INP/WGT/ACC and are emitted in
+lockstep (all threads' loads of a phase, then their GEMMs, then the epilogues and stores), with
+RAW tokens (load->compute, compute->store) and WAR tokens (a thread's next load waits for its
+previous GEMM, its next accumulator reset for its previous store). A tile whose input (or
+weights) is already resident in the thread's half is not loaded again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ....errors import InputError, TargetError
+from ..isa import MemType
+from ..layout import pack_oihw
+from .alu import Region, emit_requant, requant_vectors
+from .context import LayerReport, LoweringContext
+from .layers import Conv2d, Dense, reason
+from .schedule import (ConvGeom, Schedule, check_schedule, choose_schedule, conv_consts,
+                       conv_geom, conv_spans, dram_cost)
+from .tensor import PackedTensor
+
+MAX_XSIZE = (1 << 16) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Tile:
+    n0: int
+    tn: int
+    oh0: int
+    th: int
+    ow0: int
+    tw: int
+    c0: int
+    tco: int
+    phases: tuple[tuple[int, int, int, int], ...]   # (p0, tci, ci0, nci) per reduction phase
+    offs: tuple[int, ...]                           # per output block: its first input block
+
+
+def pack_conv_weight(layer: Conv2d, weight: np.ndarray, cfg, depthwise: bool) -> np.ndarray:
+    """(O/BO, I/BI, KH, KW, BO, BI) int8; depthwise: (C/B, 1, KH, KW, B, B) diagonal blocks."""
+    if not depthwise:
+        return pack_oihw(weight, cfg.block_out, cfg.block_in)
+    c, _, kh, kw = weight.shape
+    bo = cfg.block_out
+    cb = -(-c // bo)
+    taps = np.zeros((cb * bo, kh, kw), dtype=np.int8)
+    taps[:c] = weight[:, 0]
+    taps = taps.reshape(cb, bo, kh, kw).transpose(0, 2, 3, 1)      # (cb, kh, kw, lane)
+    out = np.zeros((cb, 1, kh, kw, bo, bo), dtype=np.int8)
+    lane = np.arange(bo)
+    out[:, 0, :, :, lane, lane] = taps.transpose(3, 0, 1, 2)
+    return out
+
+
+def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
+    groups = g.cob // g.cog
+    if conv_spans(g, s):
+        co_tiles = [(c0, min(s.tile_co, g.cob - c0)) for c0 in range(0, g.cob, s.tile_co)]
+    else:
+        co_tiles = [(gr * g.cog + c, min(s.tile_co, g.cog - c)) for gr in range(groups)
+                    for c in range(0, g.cog, s.tile_co)]
+    co_plans = []
+    for c0, tco in co_tiles:
+        if conv_spans(g, s):
+            gr0 = c0 // g.cog
+            offs = tuple(((c0 + j) // g.cog - gr0) * g.cig for j in range(tco))
+            nci = ((c0 + tco - 1) // g.cog - gr0 + 1) * g.cig
+            phases = ((0, g.cig, gr0 * g.cig, nci),)
+        else:
+            base = (c0 // g.cog) * g.cig
+            offs = (0,) * tco
+            phases = tuple((p0, min(s.tile_ci, g.cig - p0), base + p0, min(s.tile_ci, g.cig - p0))
+                           for p0 in range(0, g.cig, s.tile_ci))
+        co_plans.append((c0, tco, phases, offs))
+    return [_Tile(n0, min(s.tile_n, g.nb - n0), oh0, min(s.tile_h, g.oh - oh0), ow0,
+                  min(s.tile_w, g.ow - ow0), c0, tco, phases, offs)
+            for n0 in range(0, g.nb, s.tile_n) for oh0 in range(0, g.oh, s.tile_h)
+            for ow0 in range(0, g.ow, s.tile_w) for c0, tco, phases, offs in co_plans]
+
+
+def _window(o0: int, t: int, stride: int, k: int, pad0: int, size: int):
+    """(first real input index, real count, pad before, pad after, rows incl. padding)."""
+    r0 = o0 * stride - pad0
+    r1 = r0 + (t - 1) * stride + k
+    lo, hi = max(r0, 0), min(r1, size)
+    return lo, hi - lo, lo - r0, r1 - hi, r1 - r0
+
+
+class _ConvEmitter:
+    def __init__(self, ctx: LoweringContext, layer: Conv2d, g: ConvGeom, s: Schedule,
+                 x: PackedTensor, wbuf: str, cbuf: str, out: PackedTensor, nconst: int):
+        self.ctx, self.b, self.layer, self.g, self.s = ctx, ctx.b, layer, g, s
+        self.x, self.wbuf, self.cbuf, self.out, self.nconst = x, wbuf, cbuf, out, nconst
+        c, v = ctx.cfg, s.vthreads
+        self.inp_half, self.wgt_half, self.acc_half = (c.inp_depth // v, c.wgt_depth // v,
+                                                       c.acc_depth // v)
+        self.const_off = s.tile_n * s.tile_co * s.tile_h * s.tile_w
+        self.gemm_iters = 0
+
+    # ---- loads ----------------------------------------------------------------------------
+    def load_inp(self, t: _Tile, ph, base: int) -> None:
+        g, b, buf = self.g, self.b, self.x.buffer
+        _, _, ci0, nci = ph
+        r_lo, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
+        c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
+        hw = g.h * g.w
+        if hw == 1:      # a matrix: one 2-D load of [n][ci]
+            b.load_2d(MemType.INP, base, buf, t.n0 * g.cib + ci0, nci, t.tn, g.cib)
+            return
+        whole = r_n == g.h and c_n == g.w and not (ypb or ypa or xpb or xpa) and hw <= MAX_XSIZE
+        for n in range(t.tn):
+            first = ((t.n0 + n) * g.cib + ci0) * hw
+            if whole:
+                b.load_2d(MemType.INP, base + n * nci * hw, buf, first, hw, nci, hw)
+                continue
+            for ci in range(nci):
+                b.load_2d(MemType.INP, base + (n * nci + ci) * rows * cols, buf,
+                          first + ci * hw + r_lo * g.w + c_lo, c_n, r_n, g.w, xpb, ypb, xpa, ypa)
+
+    def load_wgt(self, t: _Tile, ph, base: int) -> None:
+        g = self.g
+        p0, tci, _, _ = ph
+        x, stride = tci * g.kk, g.cig * g.kk
+        first = (t.c0 * g.cig + p0) * g.kk
+        if x == stride and x * t.tco <= MAX_XSIZE:
+            self.b.load_2d(MemType.WGT, base, self.wbuf, first, x * t.tco, 1, x * t.tco)
+        else:
+            self.b.load_2d(MemType.WGT, base, self.wbuf, first, x, t.tco, stride)
+
+    # ---- compute --------------------------------------------------------------------------
+    def start(self, t: _Tile, acc: int) -> None:
+        """Zero the tile's accumulators and load its bias (+ shift) vectors."""
+        n = t.tn * t.tco * t.th * t.tw
+        k = self.ctx.kernel(("reset", acc, n), lambda: ([(acc, 0, 0)], [(n, 1, 0)]))
+        self.b.gemm(k, reset=True)
+        m = t.tco * self.nconst
+        self.b.load_2d(MemType.ACC, acc + self.const_off, self.cbuf, t.c0 * self.nconst, m, 1, m)
+
+    def gemm(self, t: _Tile, ph, acc: int, inp: int, wgt: int) -> None:
+        g, ctx = self.g, self.ctx
+        _, tci, _, nci = ph
+        rows, cols = g.in_rows(t.th), g.in_cols(t.tw)
+        npos = t.th * t.tw
+        kk, kw = g.kk, g.kw
+
+        def uops(n):
+            return [(acc + (n * t.tco + j) * npos,
+                     inp + ((n * nci + t.offs[j] + p) * rows + dh) * cols + dw,
+                     wgt + (j * tci + p) * kk + dh * kw + dw)
+                    for j in range(t.tco) for p in range(tci)
+                    for dh in range(g.kh) for dw in range(g.kw)]
+        key = ("gemm", acc, inp, wgt, t.tn, t.tco, t.th, t.tw, tci, nci, t.offs)
+        if npos == 1:    # loop over the batch blocks
+            k = ctx.kernel(key, lambda: (uops(0), [(t.tn, t.tco, nci * rows * cols, 0)]))
+            self.b.gemm(k)
+        else:            # loop over the tile's output rows and columns, one GEMM per batch block
+            for n in range(t.tn):
+                k = ctx.kernel(key + (n,), lambda: (uops(n), [
+                    (t.th, t.tw, g.sh * cols, 0), (t.tw, 1, g.sw, 0)]))
+                self.b.gemm(k)
+        self.gemm_iters += t.tn * npos * t.tco * tci * kk
+
+    def epilogue(self, t: _Tile, acc: int) -> None:
+        r = Region(acc, t.tn, t.tco, t.th * t.tw, acc + self.const_off, self.nconst)
+        emit_requant(self.ctx, r, self.layer.requant, vectors=True, half_folded=True)
+
+    def store(self, t: _Tile, acc: int) -> None:
+        g, b, buf = self.g, self.b, self.out.buffer
+        npos, opos = t.th * t.tw, g.oh * g.ow
+        if opos == 1:
+            b.store_2d(acc, buf, t.n0 * g.cob + t.c0, t.tco, t.tn, g.cob)
+            return
+        for n in range(t.tn):
+            first = ((t.n0 + n) * g.cob + t.c0) * opos
+            if npos == opos:
+                b.store_2d(acc + n * t.tco * npos, buf, first, opos, t.tco, opos)
+                continue
+            for j in range(t.tco):
+                b.store_2d(acc + (n * t.tco + j) * npos, buf,
+                           first + j * opos + t.oh0 * g.ow + t.ow0, t.tw, t.th, g.ow)
+
+    # ---- the pipeline ---------------------------------------------------------------------
+    def run(self) -> None:
+        tiles, v, tok = _tiles(self.g, self.s), self.s.vthreads, self.ctx.tokens
+        # Which loads each (tile, phase) needs given what its thread's halves already hold,
+        # and each thread's last load / last tile (a token is pushed only if someone waits).
+        resident = [(None, None)] * v
+        needs, last_load, last_tile = {}, [(-1, -1)] * v, [-1] * v
+        for i, t in enumerate(tiles):
+            th = i % v
+            last_tile[th] = i
+            for p, ph in enumerate(t.phases):
+                ik = (t.n0, t.tn, t.oh0, t.th, t.ow0, t.tw, ph[2], ph[3])
+                wk = (t.c0, t.tco, ph[0], ph[1])
+                needs[i, p] = (ik != resident[th][0], wk != resident[th][1])
+                resident[th] = (ik, wk)
+                if any(needs[i, p]):
+                    last_load[th] = (i, p)
+        gemm_tok, store_tok = [None] * v, [None] * v
+        for first in range(0, len(tiles), v):
+            group = list(enumerate(tiles[first:first + v]))
+            l2g = [None] * v
+            for p in range(len(group[0][1].phases)):
+                for th, t in group:
+                    need_inp, need_wgt = needs[first + th, p]
+                    l2g[th] = None
+                    if need_inp or need_wgt:
+                        tok.wait("g2l", gemm_tok[th])
+                        if need_inp:
+                            self.load_inp(t, t.phases[p], th * self.inp_half)
+                        if need_wgt:
+                            self.load_wgt(t, t.phases[p], th * self.wgt_half)
+                        l2g[th] = tok.push("l2g")
+                for th, t in group:
+                    if p == 0:
+                        tok.wait("s2g", store_tok[th])
+                        self.start(t, th * self.acc_half)
+                    tok.wait("l2g", l2g[th])
+                    self.gemm(t, t.phases[p], th * self.acc_half, th * self.inp_half,
+                              th * self.wgt_half)
+                    if (first + th, p) < last_load[th]:
+                        gemm_tok[th] = tok.push("g2l")
+            g2s = [None] * v
+            for th, t in group:
+                self.epilogue(t, th * self.acc_half)
+                g2s[th] = tok.push("g2s")
+            for th, t in group:
+                tok.wait("g2s", g2s[th])
+                self.store(t, th * self.acc_half)
+                if first + th < last_tile[th]:
+                    store_tok[th] = tok.push("s2g")
+
+
+def _check_operands(layer: Conv2d, cfg, x: PackedTensor, weight, bias, depthwise: bool):
+    where = f"Conv2d '{layer.name}'"
+    if x.nchw != tuple(layer.in_shape) or x.dtype != "int8" or x.block != cfg.block_in:
+        raise InputError(f"{where}: input buffer {x.buffer!r} holds {x.dtype}{list(x.shape)} in "
+                         f"blocks of {x.block}; the layer reads int8{list(layer.in_shape)} in "
+                         f"blocks of BLOCK_IN={cfg.block_in}")
+    want = (layer.out_channels, layer.in_shape[1] // layer.groups) + tuple(layer.kernel)
+    weight = np.asarray(weight)
+    if weight.shape != want or weight.dtype != np.int8:
+        raise InputError(f"{where}: weight {weight.dtype}{list(weight.shape)}, expected "
+                         f"int8{list(want)}")
+    if bias is not None:
+        bias = np.asarray(bias)
+        if bias.shape != (layer.out_channels,) or bias.dtype != np.int32:
+            raise InputError(f"{where}: bias {bias.dtype}{list(bias.shape)}, expected "
+                             f"int32[{layer.out_channels}]")
+    return weight, bias
+
+
+def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: np.ndarray,
+                 bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
+                 vthreads: int = 1, cost=dram_cost, out: str | None = None,
+                 _matrix_out: bool = False) -> PackedTensor:
+    """Append `layer` to the stream: reads packed `x`, returns the packed int8 output tensor
+    (a new DRAM buffer named `out`, default '<layer.name>/out'). Weights (OIHW int8) and bias
+    (int32) become packed constants of the segment. `schedule` defaults to
+    choose_schedule(layer, cfg, vthreads, cost)."""
+    cfg = ctx.cfg
+    why = reason(layer, cfg)
+    if why:
+        raise TargetError(why)
+    g = conv_geom(layer, cfg)
+    weight, bias = _check_operands(layer, cfg, x, weight, bias, g.diag)
+    s = schedule or choose_schedule(layer, cfg, vthreads, cost)
+    check_schedule(layer, cfg, s)
+    nconst = conv_consts(layer)
+    ctx.begin_layer()
+    wbuf = ctx.constant(f"{layer.name}/weight", pack_conv_weight(layer, weight, cfg, g.diag))
+    cbuf = ctx.constant(f"{layer.name}/bias", requant_vectors(
+        layer.requant, layer.out_channels, g.cob, cfg, bias, with_half=True))
+    shape = layer.out_shape[:2] if _matrix_out else layer.out_shape
+    y = ctx.tensor(out or f"{layer.name}/out", shape, block=cfg.block_out)
+    em = _ConvEmitter(ctx, layer, g, s, x, wbuf, cbuf, y, nconst)
+    em.run()
+    report = LayerReport(layer.name, "conv2d", s, 0, layer.macs,
+                         em.gemm_iters * cfg.batch * cfg.block_in * cfg.block_out)
+    if layer.in_shape[1] % cfg.block_in:
+        report.notes.append(f"{layer.in_shape[1]} input channels padded to a multiple of "
+                            f"BLOCK_IN={cfg.block_in}")
+    if g.diag:
+        report.notes.append(f"depthwise as diagonal {cfg.block_out}x{cfg.block_in} weight "
+                            f"blocks: 1/{cfg.block_in} of the GEMM core's MACs are useful")
+    ctx.end_layer(report)
+    return y
+
+
+def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.ndarray,
+                bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
+                vthreads: int = 1, cost=dram_cost, out: str | None = None) -> PackedTensor:
+    """A dense layer (weight: out_features x in_features int8, i.e. Gemm transB=1) as a 1x1
+    convolution on a 1x1 image. `x` is the (batch x in_features) matrix tensor (or an
+    N x C x 1 x 1 activation); returns the (batch x out_features) matrix tensor."""
+    weight = np.asarray(weight)
+    if weight.ndim != 2:
+        raise InputError(f"Dense '{layer.name}': weight must be 2-D (out x in), got "
+                         f"{list(weight.shape)}")
+    if schedule is None:
+        schedule = choose_schedule(layer, ctx.cfg, vthreads, cost)
+    y = lower_conv2d(ctx, layer.as_conv(), x, weight.reshape(weight.shape + (1, 1)), bias,
+                     schedule=schedule, out=out, _matrix_out=True)
+    ctx.reports[-1].kind = "dense"
+    return y
