@@ -8,6 +8,7 @@
     run = run_segment(seg, {"x": x_int8})      # run.outputs["c2/out"], run.result.counters
 """
 from .alu import Region, emit_requant, requant_vectors
+from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
 from .conv import lower_conv2d, lower_dense, pack_conv_weight
 from .context import LayerReport, LoweredSegment, LoweringContext, TokenTracker
 from .layers import (Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, ResidualAdd,
@@ -26,5 +27,6 @@ __all__ = ["FEATURES", "Conv2d", "CostFn", "Dense", "Estimate", "LayerReport", "
            "LoweredSegment", "LoweringContext", "PackedTensor", "Pool2d", "Region", "Requant",
            "RequantizeLayer", "ResidualAdd", "Schedule", "SegmentRun", "TokenTracker",
            "candidates", "check_schedule", "choose_schedule", "conv_groups", "dram_cost",
-           "dram_image", "emit_requant", "estimate", "lower_conv2d", "lower_dense",
+           "dram_image", "emit_requant", "estimate", "lower_conv2d", "lower_dense", "lower_pool2d",
+           "lower_requantize", "lower_residual_add",
            "pack_conv_weight", "reason", "reference", "requant_vectors", "run_segment"]
