@@ -2,14 +2,16 @@
 on single-node ONNX models at opsets 13 and 17."""
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import onnx
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 from onnx import helper, numpy_helper
 
 from retarget.frontend.onnx import from_onnx_model
-from retarget.ops import OPS
+from retarget.ops import OPS, winograd
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.targets.cpu.reference import run_graph
 
@@ -55,6 +57,55 @@ def test_conv_fast_matches_definition(case):
     fast, naive = _run_both("Conv", [x, w, b], attrs)
     assert fast[0].shape == naive[0].shape and fast[0].dtype == np.float32
     np.testing.assert_allclose(fast[0], naive[0], rtol=1e-4, atol=1e-5)
+
+
+@st.composite
+def winograd_conv_case(draw):
+    # Shapes on which conv_fast takes Winograd F(2x2, 3x3): 3x3, stride 1, >= 16 channels,
+    # outputs >= 12 (odd sizes leave half tiles), any padding.
+    c, m = draw(st.integers(16, 20)), draw(st.integers(16, 20))
+    h, w = draw(st.integers(12, 15)), draw(st.integers(12, 15))
+    pads = [draw(st.integers(0, 2)) for _ in range(4)]
+    assume(h + pads[0] + pads[2] - 2 >= 12 and w + pads[1] + pads[3] - 2 >= 12)
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((m, c, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32) if draw(st.booleans()) else None
+    return x, wt, b, dict(pads=pads, kernel_shape=[3, 3])
+
+
+@settings(max_examples=15, deadline=None)
+@given(winograd_conv_case())
+def test_winograd_conv_matches_definition(case):
+    x, w, b, attrs = case
+    with mock.patch.object(winograd, "conv3x3_winograd",
+                           wraps=winograd.conv3x3_winograd) as kernel:
+        fast, naive = _run_both("Conv", [x, w, b], attrs)
+    assert kernel.call_count == 1, "conv_fast did not take the Winograd path"
+    assert fast[0].shape == naive[0].shape and fast[0].dtype == np.float32
+    # Relative to the output's scale: F(2x2, 3x3) adds a few roundings per element.
+    scale = np.abs(naive[0]).max()
+    np.testing.assert_allclose(fast[0], naive[0], rtol=0, atol=2e-6 * scale)
+
+
+def test_winograd_weight_cache_sees_in_place_changes_and_new_arrays():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    attrs = dict(OPS["Conv"].attrs, pads=[1, 1, 1, 1])
+    conv = OPS["Conv"]
+    first = conv.run([x, w], attrs)[0]
+    np.testing.assert_array_equal(conv.run([x, w], attrs)[0], first)  # cache hit, same result
+    w *= -2  # in place: same array object, new values
+    np.testing.assert_allclose(conv.run([x, w], attrs)[0], -2 * first, rtol=1e-5, atol=1e-4)
+    w2 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    for _ in range(2):
+        np.testing.assert_allclose(conv.run([x, w2], attrs)[0], conv.run([x, w2], attrs,
+                                                                        fast=False)[0],
+                                   rtol=1e-4, atol=1e-4)
+    n_before = len(winograd._cache)
+    del w2  # entries of collected weights go away with them
+    assert len(winograd._cache) == n_before - 1
 
 
 @st.composite

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir.types import TensorType
+from . import winograd
 from .registry import OpDef, register
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -222,6 +223,7 @@ def conv(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, stride
 
 def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, strides):
     """Conv via im2col + one BLAS GEMM per (batch, group); float32 only, else the definition.
+    Large 3x3 stride-1 convs go to Winograd F(2x2, 3x3) instead (ops/winograd.py).
 
     The GEMM is W[M, C*K] @ cols[C*K, P] so the product is already N x M x pixels (NCHW) and
     needs no transpose. cols is filled with one strided copy per kernel tap (a Python loop over
@@ -234,6 +236,14 @@ def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, s
     win = conv_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
     n, c = x.shape[:2]
     m = w.shape[0]
+    if _winograd_pays(win, group, c, m):
+        # Pad the end up to whole 2x2 output tiles when an output size is odd.
+        end = tuple(pe + o % 2 for pe, o in zip(win.pads_end, win.out))
+        xp = pad_spatial(x, win.pads_begin, end, 0)
+        y = winograd.conv3x3_winograd(xp, w, win.out)
+        if b is not None:
+            y += b.reshape(m, 1, 1)
+        return y
     cg, mg, k, p = c // group, m // group, prod(win.kernel), prod(win.out)
     lead = (slice(None),) * 3
     xp = pad_spatial(x, win.pads_begin, win.pads_end, 0)
@@ -257,6 +267,14 @@ def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, s
     if b is not None:
         y += b.reshape((m,) + (1,) * len(win.out))
     return y
+
+
+def _winograd_pays(win: Window, group: int, c: int, m: int) -> bool:
+    """Whether Winograd F(2x2, 3x3) beats im2col + GEMM: 3x3, stride 1, no dilation, no
+    groups, and (measured, one BLAS thread) outputs of at least 12x12 and 16+ channels each
+    way; below that its transforms cost more than the 5/9 of the GEMM it saves."""
+    return (win.kernel == (3, 3) and win.strides == (1, 1) and win.dilations == (1, 1)
+            and group == 1 and c >= 16 and m >= 16 and min(win.out) >= 12)
 
 
 register(OpDef("Conv", conv, _conv_infer, attrs=CONV_ATTRS, macs=_conv_macs, fast=conv_fast,

@@ -136,7 +136,8 @@ def _max_pool_taps_with_indices(x, xp, win: Window, taps, end, storage_order):
 
 
 register(OpDef("MaxPool", max_pool, _maxpool_infer, attrs=MAXPOOL_ATTRS, fast=max_pool_fast,
-               num_outputs=2, fast_skips_outputs=True, doc="ONNX MaxPool with optional Indices output"))
+               num_outputs=2, fast_skips_outputs=True,
+               doc="ONNX MaxPool with optional Indices output"))
 
 
 # ---- AveragePool --------------------------------------------------------------------------------
