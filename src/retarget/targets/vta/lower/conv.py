@@ -117,7 +117,7 @@ class _ConvEmitter:
         r_lo, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
         c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
         hw = g.h * g.w
-        if hw == 1:      # a matrix: one 2-D load of [n][ci]
+        if hw == 1 and rows * cols == 1:      # a matrix: one 2-D load of [n][ci]
             b.load_2d(MemType.INP, base, buf, t.n0 * g.cib + ci0, nci, t.tn, g.cib)
             return
         whole = r_n == g.h and c_n == g.w and not (ypb or ypa or xpb or xpa) and hw <= MAX_XSIZE
@@ -162,7 +162,10 @@ class _ConvEmitter:
                      wgt + (j * tci + p) * kk + dh * kw + dw)
                     for j in range(t.tco) for p in range(tci)
                     for dh in range(g.kh) for dw in range(g.kw)]
-        key = ("gemm", acc, inp, wgt, t.tn, t.tco, t.th, t.tw, tci, nci, t.offs)
+        # The key must name everything uops() and the loops read: two layers with equal tiles
+        # but other kernel sizes, input tile shapes or strides need different micro-ops.
+        key = ("gemm", acc, inp, wgt, t.tn, t.tco, t.th, t.tw, tci, nci, t.offs,
+               g.kh, g.kw, rows, cols, g.sh, g.sw)
         if npos == 1:    # loop over the batch blocks
             k = ctx.kernel(key, lambda: (uops(0), [(t.tn, t.tco, nci * rows * cols, 0)]))
             self.b.gemm(k)
