@@ -170,7 +170,7 @@ def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
         npos = t.th * t.tw
         for tap in range(g.kk):
             dh, dw = divmod(tap, g.kw)
-            k = ctx.kernel(("tap", acc, inp, regions, t.th, t.tw, rows, cols, dh, dw), lambda: (
+            k = ctx.kernel(("tap", acc, inp, regions, t.th, t.tw, rows, cols, dh, dw, g.sh, g.sw), lambda: (
                 [(acc + r * npos, inp + r * rows * cols + dh * cols + dw)
                  for r in range(regions)],
                 [(t.th, t.tw, g.sh * cols), (t.tw, 1, g.sw)]))
