@@ -1,7 +1,6 @@
 """Hypothesis: random small convolutions and pools (shapes, strides, kernels, pads, channels,
 groups, schedules, threads) lowered and simulated equal the op-table reference."""
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

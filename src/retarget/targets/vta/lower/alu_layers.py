@@ -18,16 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from ....errors import InputError, TargetError
 from ..isa import AluOp, MemType
 from .alu import Region, emit_requant, range_op, requant_vectors
 from .context import LayerReport, LoweringContext
 from .conv import MAX_XSIZE, _window
 from .layers import Pool2d, Requant, RequantizeLayer, ResidualAdd, reason
-from .schedule import (ConvGeom, Schedule, alu_acc_use, alu_geom, check_schedule,
-                       choose_schedule, dram_cost)
+from .schedule import ConvGeom, Schedule, alu_geom, check_schedule, choose_schedule, dram_cost
 from .tensor import PackedTensor
 
 PAD_VALUE = -128     # what a max-pool window's padding holds: never more than a real int8
@@ -252,4 +249,4 @@ def lower_requantize(ctx: LoweringContext, layer: RequantizeLayer, x: PackedTens
     return y
 
 
-__all__ = ["lower_pool2d", "lower_residual_add", "lower_requantize", "alu_acc_use"]
+__all__ = ["lower_pool2d", "lower_residual_add", "lower_requantize"]
