@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# G of F(2x2, 3x3), exact in binary, so U can be computed in float32 without rounding G.
+# G of F(2x2, 3x3); kron(G, G)[a * 4 + b, i * 3 + j] = G[a, i] * G[b, j] (all exact in binary).
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+_KRON_G = np.kron(_G, _G)
 
 # Above this many cached bytes (weights + their transforms) new weights are not cached.
 CACHE_LIMIT_BYTES = 512 << 20
@@ -47,11 +48,12 @@ _cache_lock = threading.Lock()
 
 def transform_weights(w: np.ndarray) -> np.ndarray:
     """U = G g G^T for every (output, input) channel pair: (M, C, 3, 3) -> (16, M, C),
-    index a * 4 + b for row a and column b of the 4x4 transformed kernel."""
+    index a * 4 + b for row a and column b of the 4x4 transformed kernel. As one GEMM:
+    U[ab, k] = sum_ij G[a, i] G[b, j] g[k, ij] = (kron(G, G) @ g^T)[ab, k], in float64
+    (the kron entries are exact), rounded to float32 once."""
     m, c = w.shape[:2]
-    g = w.astype(np.float64).reshape(m * c, 3, 3)
-    u = np.einsum("ai,kij,bj->abk", _G, g, _G, optimize=True)  # float64, then rounded once
-    return np.ascontiguousarray(u.reshape(16, m, c).astype(np.float32))
+    u = _KRON_G @ w.reshape(m * c, 9).T.astype(np.float64)
+    return np.ascontiguousarray(u.astype(np.float32).reshape(16, m, c))
 
 
 def cached_transform(w: np.ndarray) -> np.ndarray:
