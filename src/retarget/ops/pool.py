@@ -4,6 +4,7 @@ BatchNormalization (inference form), LRN.
 The window geometry (pads, auto_pad, ceil_mode) is shared with Conv (nn.window_geometry).
 MaxPool and AveragePool carry fast paths that loop over kernel taps on whole-tensor strided
 views instead of over output pixels; the definitions visit each output window explicitly.
+BatchNormalization's fast path is one multiply-add in the input's dtype.
 """
 from __future__ import annotations
 
