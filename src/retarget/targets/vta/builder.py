@@ -150,6 +150,10 @@ class Program:
     buffers: dict[str, DramBuffer]
     dram_bytes: int                  # bytes of DRAM the program spans
     stats: dict[str, int] = field(default_factory=dict)
+    # Optional per-layer instruction spans (name, first, stop): instructions [first, stop)
+    # belong to layer `name`. Filled by the lowering (LoweringContext); timing.simulate_timing
+    # uses them for per-layer aggregates. Empty for hand-built programs.
+    layers: list[tuple[str, int, int]] = field(default_factory=list)
 
     def stream(self) -> bytes:
         """The binary instruction stream (16 bytes per instruction, little-endian)."""
@@ -202,6 +206,7 @@ class Program:
             fh.write(self.uops.astype("<u4").tobytes())
         meta = {"config": self.config.to_dict(), "uop_base": self.uop_base,
                 "dram_bytes": self.dram_bytes, "stats": self.stats,
+                "layers": [[n, int(a), int(b)] for n, a, b in self.layers],
                 "buffers": [{"name": b.name, "offset": b.offset, "shape": list(b.shape),
                              "dtype": b.dtype} for b in self.buffers.values()]}
         with open(prefix + ".json", "w", encoding="utf-8") as fh:
@@ -220,7 +225,8 @@ class Program:
         bufs = {b["name"]: DramBuffer(b["name"], int(b["offset"]), tuple(b["shape"]), b["dtype"])
                 for b in meta["buffers"]}
         return cls(cfg, insns, uops, int(meta["uop_base"]), bufs, int(meta["dram_bytes"]),
-                   dict(meta.get("stats", {})))
+                   dict(meta.get("stats", {})),
+                   [(str(n), int(a), int(b)) for n, a, b in meta.get("layers", [])])
 
 
 class StreamBuilder:

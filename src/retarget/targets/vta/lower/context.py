@@ -87,6 +87,12 @@ class LoweredSegment:
     reports: list[LayerReport]
 
     @property
+    def layer_spans(self) -> list[tuple[str, int, int]]:
+        """(layer name, first insn, stop insn) per lowered layer, in stream order (the same
+        list as program.layers; what timing.simulate_timing takes as `layers`)."""
+        return self.program.layers
+
+    @property
     def config(self) -> VTAConfig:
         return self.program.config
 
@@ -104,6 +110,7 @@ class LoweringContext:
         self._kernels: dict[tuple, UopKernel] = {}
         self._stores_since_barrier = False
         self._layer_start = 0
+        self.spans: list[tuple[str, int, int]] = []
 
     # ---- DRAM ---------------------------------------------------------------------------
     def tensor(self, name: str, shape: tuple[int, ...], dtype: str = "int8",
@@ -150,8 +157,12 @@ class LoweringContext:
 
     def end_layer(self, report: LayerReport) -> LayerReport:
         self._stores_since_barrier = True
-        report.instructions = len(self.b.insns) - self._layer_start
+        stop = len(self.b.insns)
+        report.instructions = stop - self._layer_start
         self.reports.append(report)
+        if stop > self._layer_start:
+            # The barrier's token carriers (emitted before _layer_start) belong to no layer.
+            self.spans.append((report.name, self._layer_start, stop))
         return report
 
     def finish(self, outputs: dict[str, PackedTensor] | list[PackedTensor]) -> LoweredSegment:
@@ -162,5 +173,6 @@ class LoweringContext:
             raise TargetError(f"internal: unbalanced dependency tokens {self.tokens.pushed} "
                               f"pushed vs {self.tokens.popped} popped")
         program = self.b.finish()
+        program.layers = list(self.spans)
         return LoweredSegment(program, dict(self.constants), dict(self.inputs), dict(outputs),
                               list(self.reports))
