@@ -31,6 +31,7 @@ from ...ops.registry import resolve_attrs
 from ..base import Kernel, Region, Support, Target, WeightStore
 from .builder import Program
 from .config import PRESETS, VTAConfig
+from ...frontend.onnx_quantized import QDQ_OPS
 from .layout import pack_matrix, pack_nchw, unpack_matrix, unpack_nchw
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
@@ -384,6 +385,8 @@ class VTATarget(Target):
         None calibrates on random data with a warning. An already-integer graph (no float
         Conv/Gemm/MatMul left to quantise) is returned as it is."""
         from ...passes.quantize import quantize
+        if any(n.op in QDQ_OPS for n in graph.nodes):
+            return _convert_prequantized(graph)
         if not any(n.op in ("Conv", "Gemm", "MatMul") and n.inputs[0].type is not None
                    and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
             return graph
@@ -410,6 +413,19 @@ class VTATarget(Target):
 LOWERING_FUNCTIONS = {"Conv": "lower_conv2d", "Gemm": "lower_dense", "MatMul": "lower_dense",
                       "QAdd": "lower_residual_add", "Relu": "lower_requantize",
                       "MaxPool": "lower_pool2d", "AveragePool": "lower_pool2d"}
+
+
+def _convert_prequantized(graph: Graph) -> Graph:
+    """An already-quantised ONNX model (QDQ / QLinearConv with power-of-two scales) as
+    retarget's integer ops, requantising half-up as VTA's ALU does (add, then shift). ONNX rounds
+    half to even, so results differ from the file's by one LSB exactly where a value lies half
+    way: a documented approximation (docs/quantization.md), said as a warning."""
+    import warnings
+    from ...frontend.onnx_quantized import convert_quantized
+    warnings.warn("vta: requantising the imported QDQ model half-up (VTA's ALU adds then shifts); "
+                  "ONNX rounds half to even, so outputs can differ from the file's by one LSB on "
+                  "exact ties", stacklevel=3)
+    return convert_quantized(graph, rounding="half_up")
 
 
 def has_lowering(op: str) -> bool:
