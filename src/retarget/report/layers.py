@@ -39,6 +39,9 @@ class LayerRow:
     acc_bytes: int = 0
     uop_bytes: int = 0
     out_bytes: int = 0
+    kind: str = ""                     # conv2d, dense, maxpool, ... ("" when unknown)
+    alu_cycles: int = 0                # tensor-ALU issue cycles
+    performed_macs: int | None = None  # MACs the GEMM core multiplied (None: same as macs)
 
     @property
     def dram_bytes(self) -> int:
@@ -77,21 +80,33 @@ class LayerRow:
         return self.gops / self.roof_gops if self.roof_gops else 0.0
 
     @property
+    def alu_utilisation(self) -> float:
+        """Tensor-ALU issue cycles / cycles (pooling, residual adds and requantisation)."""
+        return self.alu_cycles / self.cycles if self.cycles else 0.0
+
+    @property
     def bound(self) -> str:
-        """Which roof limits this layer: 'compute' or 'memory'."""
+        """Which roof limits this layer: 'compute' or 'memory'; 'alu' for a layer without
+        MACs (pooling, adds), which the GEMM roofline does not describe."""
+        if self.macs == 0:
+            return "alu"
         return "compute" if self.bandwidth_gbps * self.intensity >= self.peak_gops else "memory"
 
     def as_dict(self) -> dict:
         """Every stored field plus the derived figures (what CSV and JSON carry)."""
         d = asdict(self)
         d.update(dram_bytes=self.dram_bytes, gops=self.gops, utilisation=self.utilisation,
+                 alu_utilisation=self.alu_utilisation,
                  intensity=self.intensity if math.isfinite(self.intensity) else None,
                  roof_gops=self.roof_gops, roof_fraction=self.roof_fraction, bound=self.bound)
+        if self.macs == 0:      # no GEMM work: a fraction of a zero roof means nothing
+            d.update(roof_gops=None, roof_fraction=None)
         return d
 
 
 def make_row(name: str, cfg, macs: int, cycles: int, gemm_cycles: int,
-             nbytes: dict[str, int]) -> LayerRow:
+             nbytes: dict[str, int], *, kind: str = "", alu_cycles: int = 0,
+             performed_macs: int | None = None) -> LayerRow:
     """A row from raw counts and a VTAConfig (clock, bus width, peak)."""
     unknown = set(nbytes) - set(BUFFERS)
     if unknown:
@@ -99,21 +114,23 @@ def make_row(name: str, cfg, macs: int, cycles: int, gemm_cycles: int,
                          f"known: {BUFFERS}")
     return LayerRow(name, int(macs), int(cycles), int(gemm_cycles), float(cfg.clock_mhz),
                     float(cfg.peak_gops), cfg.bus_bytes * cfg.clock_mhz * 1e6 / 1e9,
-                    **{f"{b}_bytes": int(nbytes.get(b, 0)) for b in BUFFERS})
+                    **{f"{b}_bytes": int(nbytes.get(b, 0)) for b in BUFFERS}, kind=kind,
+                    alu_cycles=int(alu_cycles),
+                    performed_macs=None if performed_macs is None else int(performed_macs))
 
 
 def row_from_result(name: str, result) -> LayerRow:
     """A whole timed stream (a TimingResult) as one row."""
     return make_row(name, result.config, result.macs, result.total_cycles, result.gemm_cycles,
-                    result.bytes)
+                    result.bytes, alu_cycles=result.alu_cycles)
 
 
 def layer_rows(result) -> list[LayerRow]:
     """One row per layer of a TimingResult (its whole stream as one row if it has none)."""
     if not result.layers:
         return [row_from_result("all", result)]
-    return [make_row(lt.name, result.config, lt.macs, lt.cycles, lt.gemm_cycles, lt.bytes)
-            for lt in result.layers]
+    return [make_row(lt.name, result.config, lt.macs, lt.cycles, lt.gemm_cycles, lt.bytes,
+                     alu_cycles=lt.alu_cycles) for lt in result.layers]
 
 
 def total_row(rows: Sequence[LayerRow], name: str = "total",
@@ -123,12 +140,20 @@ def total_row(rows: Sequence[LayerRow], name: str = "total",
     if not rows:
         raise ValueError("total_row: no rows")
     first = rows[0]
+    mixed = {(r.clock_mhz, r.peak_gops, r.bandwidth_gbps) for r in rows}
+    if len(mixed) > 1:
+        raise ValueError(f"total_row {name!r}: rows from different configs (clock, peak, "
+                         f"bandwidth) {sorted(mixed)} cannot share one roofline")
+    performed = None
+    if any(r.performed_macs is not None for r in rows):
+        performed = sum(r.macs if r.performed_macs is None else r.performed_macs for r in rows)
     return LayerRow(name, sum(r.macs for r in rows),
                     sum(r.cycles for r in rows) if cycles is None else int(cycles),
                     sum(r.gemm_cycles for r in rows), first.clock_mhz, first.peak_gops,
                     first.bandwidth_gbps,
                     **{f"{b}_bytes": sum(getattr(r, f"{b}_bytes") for r in rows)
-                       for b in BUFFERS})
+                       for b in BUFFERS}, alu_cycles=sum(r.alu_cycles for r in rows),
+                    performed_macs=performed)
 
 
 _HEADERS = ["layer", "MACs", "cycles", "GOPS", "util", "DRAM B", "inp B", "wgt B", "acc B",
@@ -136,10 +161,12 @@ _HEADERS = ["layer", "MACs", "cycles", "GOPS", "util", "DRAM B", "inp B", "wgt B
 
 
 def _cells(r: LayerRow) -> list:
+    gemm = r.macs > 0     # the roofline columns describe GEMM work only
     return [r.name, si(r.macs), f"{r.cycles:,}", f"{r.gops:.2f}", f"{100 * r.utilisation:.1f}%",
             si(r.dram_bytes), si(r.inp_bytes), si(r.wgt_bytes), si(r.acc_bytes), si(r.uop_bytes),
-            si(r.out_bytes), f"{r.intensity:.1f}", f"{r.roof_gops:.2f}",
-            f"{100 * r.roof_fraction:.1f}%", r.bound]
+            si(r.out_bytes), f"{r.intensity:.1f}" if gemm else "-",
+            f"{r.roof_gops:.2f}" if gemm else "-",
+            f"{100 * r.roof_fraction:.1f}%" if gemm else "-", r.bound]
 
 
 def format_layers(rows: Sequence[LayerRow], total: LayerRow | None = None,

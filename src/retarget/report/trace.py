@@ -28,23 +28,29 @@ def _slice_name(insn) -> str:
     return name
 
 
-def chrome_trace(result: TimingResult, insns: Sequence) -> dict:
-    """The trace-event document for `result` (from simulate_timing over `insns`)."""
+def trace_events(result: TimingResult, insns: Sequence, *, pid: int = PID,
+                 offset_cycles: int = 0, process: str | None = None,
+                 sort_index: int | None = None) -> list[dict]:
+    """The trace events of one timed stream as process `pid`, its cycles shifted by
+    `offset_cycles` (so several streams can follow each other on one timeline)."""
     if len(insns) != len(result.start):
         raise ValueError(f"chrome_trace: {len(insns)} instructions but the timing result has "
                          f"{len(result.start)}")
     us_per_cycle = 1.0 / result.config.clock_mhz
-    events: list[dict] = [
-        {"ph": "M", "pid": PID, "name": "process_name",
-         "args": {"name": f"VTA {result.config.name} ({result.config.target_name})"}}]
-    for k, name in enumerate(MODULES):
-        events.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_name",
-                       "args": {"name": name}})
-        events.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_sort_index",
+    name = process or f"VTA {result.config.name} ({result.config.target_name})"
+    events: list[dict] = [{"ph": "M", "pid": pid, "name": "process_name",
+                           "args": {"name": name}}]
+    if sort_index is not None:
+        events.append({"ph": "M", "pid": pid, "name": "process_sort_index",
+                       "args": {"sort_index": sort_index}})
+    for k, module in enumerate(MODULES):
+        events.append({"ph": "M", "pid": pid, "tid": k + 1, "name": "thread_name",
+                       "args": {"name": module}})
+        events.append({"ph": "M", "pid": pid, "tid": k + 1, "name": "thread_sort_index",
                        "args": {"sort_index": k + 1}})
-    events.append({"ph": "M", "pid": PID, "tid": LAYER_TID, "name": "thread_name",
+    events.append({"ph": "M", "pid": pid, "tid": LAYER_TID, "name": "thread_name",
                    "args": {"name": "layers"}})
-    events.append({"ph": "M", "pid": PID, "tid": LAYER_TID, "name": "thread_sort_index",
+    events.append({"ph": "M", "pid": pid, "tid": LAYER_TID, "name": "thread_sort_index",
                    "args": {"sort_index": 0}})
 
     layer_of = [""] * len(insns)
@@ -57,9 +63,10 @@ def chrome_trace(result: TimingResult, insns: Sequence) -> dict:
             format_insn(insn).split())}
         if layer_of[i]:
             args["layer"] = layer_of[i]
-        events.append({"ph": "X", "pid": PID, "tid": int(result.module[i]) + 1,
+        events.append({"ph": "X", "pid": pid, "tid": int(result.module[i]) + 1,
                        "name": _slice_name(insn), "cat": MODULES[int(result.module[i])],
-                       "ts": s * us_per_cycle, "dur": (e - s) * us_per_cycle, "args": args})
+                       "ts": (s + offset_cycles) * us_per_cycle, "dur": (e - s) * us_per_cycle,
+                       "args": args})
     # Layers can overlap at their boundaries (the next layer's loads start while the previous
     # layer's stores drain); a track's slices must not partly overlap, so each layer's slice
     # starts no earlier than the previous one ended. args keep the layer's true span.
@@ -67,13 +74,18 @@ def chrome_trace(result: TimingResult, insns: Sequence) -> dict:
     for lt in result.layers:
         s = max(lt.start_cycle, prev_end)
         e = max(lt.end_cycle, s)
-        events.append({"ph": "X", "pid": PID, "tid": LAYER_TID, "name": lt.name, "cat": "layer",
-                       "ts": s * us_per_cycle, "dur": (e - s) * us_per_cycle,
+        events.append({"ph": "X", "pid": pid, "tid": LAYER_TID, "name": lt.name, "cat": "layer",
+                       "ts": (s + offset_cycles) * us_per_cycle, "dur": (e - s) * us_per_cycle,
                        "args": {"start_cycle": lt.start_cycle, "end_cycle": lt.end_cycle,
                                 "cycles": lt.cycles, "gemm_cycles": lt.gemm_cycles,
                                 "macs": lt.macs, "instructions": [lt.first, lt.stop]}})
         prev_end = e
-    return {"traceEvents": events, "displayTimeUnit": "ns",
+    return events
+
+
+def chrome_trace(result: TimingResult, insns: Sequence) -> dict:
+    """The trace-event document for `result` (from simulate_timing over `insns`)."""
+    return {"traceEvents": trace_events(result, insns), "displayTimeUnit": "ns",
             "otherData": {"config": result.config.name, "clock_mhz": result.config.clock_mhz,
                          "total_cycles": result.total_cycles, "busy_cycles": result.busy}}
 

@@ -232,21 +232,67 @@ def unpack_from(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return unpack_matrix(p, shape[0], shape[1])
 
 
+@dataclass(frozen=True, slots=True)
+class LayerInfo:
+    """What the lowering knew about one layer of a kernel's stream, kept for reports (the
+    cycle model alone cannot tell useful MACs from the padding the GEMM core multiplies)."""
+    name: str               # the graph node's name; program.layers spans use the same name
+    kind: str               # conv2d, dense, maxpool, avgpool, residual_add, requantize
+    macs: int               # useful multiply-accumulates (the layer's definition)
+    performed_macs: int     # what the GEMM core multiplies, padding and diagonal blocks included
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "macs": self.macs,
+                "performed_macs": self.performed_macs}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "LayerInfo":
+        info = LayerInfo(str(d["name"]), str(d["kind"]), int(d["macs"]),
+                         int(d["performed_macs"]))
+        if info.macs < 0 or info.performed_macs < 0:
+            raise ValueError(f"layer {info.name!r}: negative MAC count")
+        return info
+
+
 class VTAKernel(Kernel):
-    """A lowered region: the Program (instructions, micro-ops, DRAM layout), its packed
-    constants (weights, biases) by DRAM buffer name, and where its inputs and outputs live."""
+    """A lowered region: the Program (instructions, micro-ops, DRAM layout, per-layer
+    instruction spans), its packed constants (weights, biases) by DRAM buffer name, where its
+    inputs and outputs live, and per-layer MAC counts (`layers`) for reports."""
 
     kind: ClassVar[str] = "vta.program"
 
     def __init__(self, name: str, program: Program, inputs: list[Binding],
-                 outputs: list[Binding], constants: dict[str, np.ndarray]):
+                 outputs: list[Binding], constants: dict[str, np.ndarray],
+                 layers: Sequence[LayerInfo] = ()):
         self.name, self.program = name, program
         self.inputs, self.outputs, self.constants = inputs, outputs, constants
+        self.layers: list[LayerInfo] = list(layers)
         for b in inputs + outputs:
             if b.buffer not in program.buffers:
                 raise TargetError(f"vta kernel {name!r}: value {b.value!r} bound to unknown "
                                   f"DRAM buffer {b.buffer!r}")
         self._loaded: dict[int, Any] = {}   # id(device) -> LoadedProgram
+        self._timing = None
+
+    # ---- the cycle model --------------------------------------------------------------------
+    def timing(self):
+        """The cycle model's TimingResult for this kernel's stream (timing.simulate_timing),
+        with per-layer aggregates from the program's layer spans. Needs no data, so it works
+        on a loaded artifact without inputs; computed once (the stream never changes)."""
+        if self._timing is None:
+            from .timing import simulate_timing
+            self._timing = simulate_timing(self.program, layers=self.layer_spans())
+        return self._timing
+
+    def layer_spans(self) -> list[tuple[str, int, int]]:
+        """(layer name, first insn, stop insn) per layer: the program's own spans."""
+        return list(getattr(self.program, "layers", None) or [])
+
+    def layer_info(self, name: str) -> LayerInfo | None:
+        for info in self.layers:
+            if info.name == name:
+                return info
+        return None
 
     # ---- device lifecycle -------------------------------------------------------------------
     def upload(self, device) -> None:
@@ -297,7 +343,8 @@ class VTAKernel(Kernel):
             keys[buf] = f"{self.name}/{buf}"
             weights[keys[buf]] = array
         doc = {"name": self.name, "inputs": [b.to_json() for b in self.inputs],
-               "outputs": [b.to_json() for b in self.outputs], "constants": keys}
+               "outputs": [b.to_json() for b in self.outputs], "constants": keys,
+               "layers": [info.to_json() for info in self.layers]}
         (directory / "kernel.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         return {"kind": self.kind, "program": "program", "file": "kernel.json"}
 
@@ -310,6 +357,8 @@ class VTAKernel(Kernel):
             inputs = [Binding.from_json(d) for d in doc["inputs"]]
             outputs = [Binding.from_json(d) for d in doc["outputs"]]
             keys = dict(doc["constants"])
+            # artifacts written before per-layer MACs were kept have no "layers"
+            layers = [LayerInfo.from_json(d) for d in doc.get("layers", [])]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise ModelLoadError(f"vta kernel in {directory}: unreadable "
                                  f"({type(e).__name__}: {e})") from None
@@ -328,7 +377,7 @@ class VTAKernel(Kernel):
                                      f"{array.dtype}{list(array.shape)} does not match its "
                                      f"DRAM buffer {want}")
         try:
-            return cls(str(doc["name"]), program, inputs, outputs, consts)
+            return cls(str(doc["name"]), program, inputs, outputs, consts, layers)
         except TargetError as e:
             raise ModelLoadError(str(e)) from None
 
@@ -539,7 +588,10 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
             raise TargetError(f"region {region.name!r}: output {v.name!r} is not produced")
         outputs.append(Binding(v.name, t.buffer, tuple(v.type.shape)))
     seg = ctx.finish([packed[id(v)] for v in region.outputs])
-    return VTAKernel(region.name, seg.program, inputs, outputs, dict(seg.constants))
+    layers = [LayerInfo(r.name, r.kind, int(r.useful_macs), int(r.performed_macs))
+              for r in seg.reports]
+    return VTAKernel(region.name, seg.program, inputs, outputs, dict(seg.constants), layers)
 
 
-__all__ = ["VTATarget", "VTAKernel", "Binding", "RULES", "fused_requantize", "lower_region"]
+__all__ = ["VTATarget", "VTAKernel", "LayerInfo", "Binding", "RULES", "fused_requantize",
+           "lower_region"]
