@@ -2,7 +2,7 @@
 node runs, and write the Module artifact.
 
 Also home of `run_compiled(args)`, the compiled-run path behind
-`retarget run DIR|MODEL --target T [--check]` (wired into run_cmd.py), and of the shared
+`retarget run DIR|MODEL --target T [--check] [--report ...]` (wired into run_cmd.py), and of the shared
 `--plugin` option that loads a target defined outside retarget (a Python file the user names,
 e.g. examples/toy_accelerator.py; artifacts themselves never contain code).
 """
@@ -50,6 +50,8 @@ def register(subparsers) -> None:
                    help="write the compiled module to DIR (a directory of JSON + .npz)")
     p.add_argument("--export-regions", default=None, metavar="FILE.json",
                    help="also export the offloaded regions as JSON for an outside compiler")
+    from .report_cmd import add_report_options
+    add_report_options(p, flag=True)
     p.set_defaults(func=run_compile)
 
 
@@ -105,6 +107,8 @@ def _split_batches(arrays: dict):
 
 
 def run_compile(args: argparse.Namespace) -> int:
+    from .report_cmd import check_report_paths, emit_report, wants_report
+    check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
     if args.output:
@@ -113,6 +117,9 @@ def run_compile(args: argparse.Namespace) -> int:
     if args.export_regions:
         module.export_regions(args.export_regions)
         print(f"wrote {args.export_regions}")
+    if wants_report(args):
+        print()
+        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
     return 0
 
 
@@ -136,7 +143,9 @@ def run_compiled(args: argparse.Namespace) -> int:
     from ..runtime.executor import format_profile
     from ..runtime.module import Module
     from ..targets.cpu.reference import run_graph
+    from .report_cmd import check_report_paths, emit_report, wants_report
 
+    check_report_paths(args)
     path = Path(args.model)
     if path.is_dir():
         load_plugins(getattr(args, "plugin", []))
@@ -153,6 +162,9 @@ def run_compiled(args: argparse.Namespace) -> int:
               f"min={float(np.min(a)) if a.size else 0:.6g} max={float(np.max(a)) if a.size else 0:.6g}")
     if getattr(args, "profile", False):
         print(format_profile(module.profile))
+    if wants_report(args):   # the cycle model's figures, beside this run's measured host times
+        print()
+        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
     status = 0
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the

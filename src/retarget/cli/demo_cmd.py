@@ -4,7 +4,8 @@ The shipped digits CNN (src/retarget/data, trained by scripts/train_digits.py on
 8x8 digits) is quantised to int8 on its calibration split, compiled for the simulated VTA,
 and run on the held-out digits it never saw. Printed: float top-1 vs int8-on-simulator top-1
 (the check: within ACCURACY_TOLERANCE points), whether every simulated output equals the
-integer reference bit for bit, the placement report and the simulator's counters.
+integer reference bit for bit, the placement report, the simulator's counters and the cycle
+model's per-layer summary (--csv/--json/--roofline/--trace write the full report).
 Exit status 1 when either check fails.
 """
 from __future__ import annotations
@@ -31,6 +32,8 @@ def register(subparsers) -> None:
                    help="images per simulator run (default 40)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use only the first N held-out images")
+    from .report_cmd import add_report_options
+    add_report_options(p, flag=False)
     p.set_defaults(func=run_demo)
 
 
@@ -43,8 +46,10 @@ def run_demo(args: argparse.Namespace) -> int:
     from ..data import DIGITS_INPUT, DIGITS_OUTPUT, digits_calibration, digits_test, load_digits_model
     from ..targets.cpu.reference import run_graph
 
+    from .report_cmd import check_report_paths, emit_report
     if args.batch < 1:
         raise InputError(f"--batch must be >= 1, got {args.batch}")
+    check_report_paths(args)
     x, y = digits_test()
     if args.limit is not None:
         if args.limit < 1:
@@ -82,7 +87,12 @@ def run_demo(args: argparse.Namespace) -> int:
         ref = run_graph(module.graph, feed)[DIGITS_OUTPUT]
         exact += n if np.array_equal(sim, ref) else 0
         int8_pred.append(np.argmax(sim[:n], axis=1))
+    # Where the time goes, per layer, by the cycle model (no data needed); the file options
+    # (--csv/--json/--roofline/--trace) write the full report.
+    report = emit_report(module, args, print_table=False)
     module.close()
+    print(report.short_summary())
+    print()
 
     acc_float = 100.0 * float(np.mean(np.concatenate(float_pred) == y))
     acc_int8 = 100.0 * float(np.mean(np.concatenate(int8_pred) == y))

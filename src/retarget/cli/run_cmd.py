@@ -2,7 +2,8 @@
 [--output y.npy|out.npz]`: run a model on the reference executor and summarise its outputs.
 
 With `--target T` (or a compiled module directory as MODEL) the model is compiled and run
-through `compile_cmd.run_compiled` instead.
+through `compile_cmd.run_compiled` instead; there `--report`, `--csv F`, `--json F`,
+`--roofline F.svg` and `--trace F.json` add the cycle model's report (cli/report_cmd.py).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from ..errors import InputError
 from ..ir.graph import Graph
 from .compile_cmd import add_compile_options, add_target_options, run_compiled
 from .inspect_cmd import add_input_shape_option, load_model, model_input_names
+from .report_cmd import add_report_options, wants_report
 
 TOP_K = 5
 
@@ -41,12 +43,16 @@ def register(subparsers) -> None:
     p.add_argument("--check", action="store_true",
                    help="with --target: compare with the CPU reference executor")
     p.add_argument("--profile", action="store_true", help="with --target: print the profile")
+    add_report_options(p, flag=True)
     p.set_defaults(func=run_model)
 
 
 def run_model(args: argparse.Namespace) -> int:
     if args.target or Path(args.model).is_dir():
         return run_compiled(args)
+    if wants_report(args):
+        raise InputError("--report/--csv/--json/--roofline/--trace time a compiled module: "
+                         "give --target vta (or a compiled module directory)")
     from ..frontend.onnx import read_onnx
     given = read_input_files(args.input, model_input_names(read_onnx(args.model)))
     graph = load_model(args.model, args.input_shape, _dynamic_bindings(args.model, given))

@@ -138,7 +138,8 @@ class ModuleReport:
         if cpu:
             host = self.host_cpu_seconds
             line += (f"\n{len(cpu)} CPU region(s): " +
-                     ("not run yet, no host time" if host is None else
+                     ("no host time (measured only when the module runs: retarget run "
+                      "DIR --report)" if host is None else
                       f"{host * 1e3:.3f} ms host time on this machine (measured, not modelled; "
                       f"not included above)"))
         return line
@@ -298,9 +299,10 @@ def module_report(module, profile=None) -> ModuleReport:
         regions.append(rep)
     modelled = [r for r in regions if r.modelled]
     if not modelled:
-        raise TargetError(f"no cycle model for target {module.target.name!r}: the report "
-                          f"covers regions offloaded to vta (this module has "
-                          f"{len(module.offloaded)} offloaded region(s) without one)")
+        what = (f"its {len(module.offloaded)} offloaded region(s) have none"
+                if module.offloaded else "it offloads nothing (everything runs on the cpu)")
+        raise TargetError(f"no cycle model for this module's target {module.target.name!r}: "
+                          f"{what}; the report covers regions offloaded to vta")
     network = total_row([r.total for r in modelled], name="network", cycles=clock)
     return ModuleReport(module.target.spec, module.target.config, _frames(module.graph),
                         regions, network)
