@@ -173,7 +173,10 @@ def format_layers(rows: Sequence[LayerRow], total: LayerRow | None = None,
                   title: str | None = None) -> str:
     """The report as a terminal table, with a totals footer when `total` is given."""
     footer = [_cells(total)] if total is not None else []
-    return format_table(_HEADERS, [_cells(r) for r in rows], footer=footer, title=title)
+    # names and the bound left, numbers right (also where a cell is "-": no GEMM work)
+    align = "<" + ">" * (len(_HEADERS) - 2) + "<"
+    return format_table(_HEADERS, [_cells(r) for r in rows], footer=footer, title=title,
+                        align=align)
 
 
 def to_csv(rows: Iterable[LayerRow]) -> str:

@@ -125,7 +125,7 @@ class ModuleReport:
                  f"{n.seconds * 1e3:.4f}", "100.0%" if n.cycles else "-", f"{n.gops:.2f}",
                  f"{100 * n.utilisation:.1f}%", "-"]]
         return format_table(["region", "target", "nodes", "cycles", "model ms", "share", "GOPS",
-                             "util", "host ms*"], rows, footer=foot,
+                             "util", "host ms*"], rows, footer=foot, align="<<" + ">" * 7,
                             title="regions in execution order (model ms: cycle model at the "
                                   "clock; host ms*: measured on this machine, not modelled)")
 

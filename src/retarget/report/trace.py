@@ -4,6 +4,8 @@ Open the file in ui.perfetto.dev (or chrome://tracing). One process "VTA <config
 (tid) per module — load, compute, store — holding a complete ("X") event per instruction, and a
 "layers" track with one slice per layer. Timestamps are microseconds derived from cycles at the
 config's clock; each event's args carry the exact cycles, the instruction index and its text.
+`trace_events` gives one stream's events under any pid and cycle offset, which is how
+report/module.py lays a module's regions one after another on one timeline.
 """
 from __future__ import annotations
 
