@@ -405,6 +405,13 @@ class StreamBuilder:
         self._ring_ptr = start + n
         return start
 
+    def preload_kernel(self, kernel: UopKernel) -> None:
+        """Make `kernel` resident now (LOAD UOP unless it already is), so that its transfer
+        happens at this point of the compute module's queue rather than at its first use
+        (where it may wait behind the load module's DMA on the shared bus). A later eviction
+        only means gemm()/alu() load it again."""
+        self._make_resident(kernel)
+
     def _check_reach(self, what: str, k: UopKernel, src_type: MemType, use_wgt: bool) -> None:
         d, s, w = k.max_indices()
         checks = [("dst", d, MemType.ACC), ("src", s, src_type)]

@@ -18,6 +18,7 @@ from .run import SegmentRun, dram_image, run_segment
 from .schedule import (CostFn, Estimate, Schedule, candidates, check_schedule, choose_schedule,
                        dram_cost, estimate)
 from .tensor import PackedTensor
+from .tuning import conv_cycles, model_cost, model_schedule, time_schedule
 
 # What a target may ask for (VTATarget.lowering_has).
 FEATURES = ("conv2d", "dense", "depthwise", "grouped", "maxpool", "avgpool", "residual_add",
@@ -28,5 +29,6 @@ __all__ = ["FEATURES", "Conv2d", "CostFn", "Dense", "Estimate", "LayerReport", "
            "RequantizeLayer", "ResidualAdd", "Schedule", "SegmentRun", "TokenTracker",
            "candidates", "check_schedule", "choose_schedule", "conv_groups", "dram_cost",
            "dram_image", "emit_requant", "estimate", "lower_conv2d", "lower_dense", "lower_pool2d",
-           "lower_requantize", "lower_residual_add",
+           "lower_requantize", "lower_residual_add", "conv_cycles", "model_cost", "model_schedule",
+           "time_schedule",
            "pack_conv_weight", "reason", "reference", "requant_vectors", "run_segment"]

@@ -24,7 +24,7 @@ from .alu import Region, emit_requant, range_op, requant_vectors
 from .context import LayerReport, LoweringContext
 from .conv import MAX_XSIZE, _window
 from .layers import Pool2d, Requant, RequantizeLayer, ResidualAdd, reason
-from .schedule import ConvGeom, Schedule, alu_geom, check_schedule, choose_schedule, dram_cost
+from .schedule import ConvGeom, Schedule, alu_geom, check_schedule, choose_schedule
 from .tensor import PackedTensor
 
 PAD_VALUE = -128     # what a max-pool window's padding holds: never more than a real int8
@@ -138,7 +138,7 @@ def _pad_fix(ctx, base: int, regions: int, rows: int, cols: int, pads) -> None:
 
 
 def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
-                 schedule: Schedule | None = None, vthreads: int = 1, cost=dram_cost,
+                 schedule: Schedule | None = None, vthreads: int | None = None, cost=None,
                  out: str | None = None) -> PackedTensor:
     """Max or average pooling of packed int8 `x` on the ALU; returns the packed output."""
     cfg = ctx.cfg
@@ -189,8 +189,9 @@ def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
 
 # ---- residual add --------------------------------------------------------------------------
 def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor,
-                       b: PackedTensor, *, schedule: Schedule | None = None, vthreads: int = 1,
-                       cost=dram_cost, out: str | None = None) -> PackedTensor:
+                       b: PackedTensor, *, schedule: Schedule | None = None,
+                       vthreads: int | None = None, cost=None,
+                       out: str | None = None) -> PackedTensor:
     """QAdd of packed int8 `a` and `b` (same shape) on the ALU; returns the packed output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, a, layer.shape)
@@ -220,7 +221,7 @@ def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor
 
 # ---- requantize alone -------------------------------------------------------------------------
 def lower_requantize(ctx: LoweringContext, layer: RequantizeLayer, x: PackedTensor, *,
-                     schedule: Schedule | None = None, vthreads: int = 1, cost=dram_cost,
+                     schedule: Schedule | None = None, vthreads: int | None = None, cost=None,
                      out: str | None = None) -> PackedTensor:
     """Requantize (ReLU / clip / rescale, per-tensor or per-channel shift) of packed `x`
     (int8 or int32) on the ALU; returns the packed int8 output."""

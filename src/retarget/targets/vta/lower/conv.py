@@ -28,8 +28,8 @@ from ..layout import pack_oihw
 from .alu import Region, emit_requant, requant_vectors
 from .context import LayerReport, LoweringContext
 from .layers import Conv2d, Dense, reason
-from .schedule import (ConvGeom, Schedule, check_schedule, choose_schedule, conv_consts,
-                       conv_geom, conv_spans, dram_cost)
+from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, choose_schedule,
+                       conv_consts, conv_geom, conv_spans, resident_consts)
 from .tensor import PackedTensor
 
 MAX_XSIZE = (1 << 16) - 1
@@ -105,8 +105,9 @@ class _ConvEmitter:
         self.ctx, self.b, self.layer, self.g, self.s = ctx, ctx.b, layer, g, s
         self.x, self.wbuf, self.cbuf, self.out, self.nconst = x, wbuf, cbuf, out, nconst
         c, v = ctx.cfg, s.vthreads
-        self.inp_half, self.wgt_half, self.acc_half = (c.inp_depth // v, c.wgt_depth // v,
-                                                       c.acc_depth // v)
+        self.inp_half, self.wgt_half = c.inp_depth // v, c.wgt_depth // v
+        self.acc0, self.acc_half = acc_thread_base(g, c, nconst, v)
+        self.resident = resident_consts(g, c, nconst) > 0
         self.const_off = s.tile_n * s.tile_co * s.tile_h * s.tile_w
         self.gemm_iters = 0
 
@@ -141,15 +142,27 @@ class _ConvEmitter:
             self.b.load_2d(MemType.WGT, base, self.wbuf, first, x, t.tco, stride)
 
     # ---- compute --------------------------------------------------------------------------
+    def load_consts(self) -> None:
+        """The whole layer's bias (+ shift) vectors into the shared region, once."""
+        m = self.g.cob * self.nconst
+        self.b.load_2d(MemType.ACC, 0, self.cbuf, 0, m, 1, m)
+
+    def const_base(self, t: _Tile, acc: int) -> int:
+        return t.c0 * self.nconst if self.resident else acc + self.const_off
+
     def start(self, t: _Tile, acc: int) -> None:
-        """Zero the tile's accumulators and load its bias (+ shift) vectors."""
+        """Zero the tile's accumulators and (unless resident) load its bias (+ shift) vectors."""
         n = t.tn * t.tco * t.th * t.tw
         k = self.ctx.kernel(("reset", acc, n), lambda: ([(acc, 0, 0)], [(n, 1, 0)]))
         self.b.gemm(k, reset=True)
-        m = t.tco * self.nconst
-        self.b.load_2d(MemType.ACC, acc + self.const_off, self.cbuf, t.c0 * self.nconst, m, 1, m)
+        if not self.resident:
+            m = t.tco * self.nconst
+            self.b.load_2d(MemType.ACC, acc + self.const_off, self.cbuf, t.c0 * self.nconst,
+                           m, 1, m)
 
-    def gemm(self, t: _Tile, ph, acc: int, inp: int, wgt: int) -> None:
+    def kernels(self, t: _Tile, ph, acc: int, inp: int, wgt: int) -> list:
+        """The GEMM micro-op kernels of (tile, phase): one per batch block, or one looping
+        over the batch blocks when the tile is a single position."""
         g, ctx = self.g, self.ctx
         _, tci, _, nci = ph
         rows, cols = g.in_rows(t.th), g.in_cols(t.tw)
@@ -167,17 +180,18 @@ class _ConvEmitter:
         key = ("gemm", acc, inp, wgt, t.tn, t.tco, t.th, t.tw, tci, nci, t.offs,
                g.kh, g.kw, rows, cols, g.sh, g.sw)
         if npos == 1:    # loop over the batch blocks
-            k = ctx.kernel(key, lambda: (uops(0), [(t.tn, t.tco, nci * rows * cols, 0)]))
+            return [ctx.kernel(key, lambda: (uops(0), [(t.tn, t.tco, nci * rows * cols, 0)]))]
+        # loop over the tile's output rows and columns, one GEMM per batch block
+        return [ctx.kernel(key + (n,), lambda: (uops(n), [
+            (t.th, t.tw, g.sh * cols, 0), (t.tw, 1, g.sw, 0)])) for n in range(t.tn)]
+
+    def gemm(self, t: _Tile, ph, acc: int, inp: int, wgt: int) -> None:
+        for k in self.kernels(t, ph, acc, inp, wgt):
             self.b.gemm(k)
-        else:            # loop over the tile's output rows and columns, one GEMM per batch block
-            for n in range(t.tn):
-                k = ctx.kernel(key + (n,), lambda: (uops(n), [
-                    (t.th, t.tw, g.sh * cols, 0), (t.tw, 1, g.sw, 0)]))
-                self.b.gemm(k)
-        self.gemm_iters += t.tn * npos * t.tco * tci * kk
+        self.gemm_iters += t.tn * t.th * t.tw * t.tco * ph[1] * self.g.kk
 
     def epilogue(self, t: _Tile, acc: int) -> None:
-        r = Region(acc, t.tn, t.tco, t.th * t.tw, acc + self.const_off, self.nconst)
+        r = Region(acc, t.tn, t.tco, t.th * t.tw, self.const_base(t, acc), self.nconst)
         emit_requant(self.ctx, r, self.layer.requant, vectors=True, half_folded=True)
 
     def store(self, t: _Tile, acc: int) -> None:
@@ -213,6 +227,15 @@ class _ConvEmitter:
                 if any(needs[i, p]):
                     last_load[th] = (i, p)
         gemm_tok, store_tok = [None] * v, [None] * v
+        if self.resident:
+            self.load_consts()
+        acc0 = self.acc0
+        # The first tiles' micro-ops are loaded before the load module's first transfers can
+        # occupy the bus (loaded lazily, thread 1's kernel waited behind thread 0's next weights).
+        for th, t in enumerate(tiles[:v]):
+            for k in self.kernels(t, t.phases[0], acc0 + th * self.acc_half, th * self.inp_half,
+                                  th * self.wgt_half):
+                self.b.preload_kernel(k)
         for first in range(0, len(tiles), v):
             group = list(enumerate(tiles[first:first + v]))
             l2g = [None] * v
@@ -230,19 +253,19 @@ class _ConvEmitter:
                 for th, t in group:
                     if p == 0:
                         tok.wait("s2g", store_tok[th])
-                        self.start(t, th * self.acc_half)
+                        self.start(t, acc0 + th * self.acc_half)
                     tok.wait("l2g", l2g[th])
-                    self.gemm(t, t.phases[p], th * self.acc_half, th * self.inp_half,
+                    self.gemm(t, t.phases[p], acc0 + th * self.acc_half, th * self.inp_half,
                               th * self.wgt_half)
                     if (first + th, p) < last_load[th]:
                         gemm_tok[th] = tok.push("g2l")
             g2s = [None] * v
             for th, t in group:
-                self.epilogue(t, th * self.acc_half)
+                self.epilogue(t, acc0 + th * self.acc_half)
                 g2s[th] = tok.push("g2s")
             for th, t in group:
                 tok.wait("g2s", g2s[th])
-                self.store(t, th * self.acc_half)
+                self.store(t, acc0 + th * self.acc_half)
                 if first + th < last_tile[th]:
                     store_tok[th] = tok.push("s2g")
 
@@ -268,7 +291,7 @@ def _check_operands(layer: Conv2d, cfg, x: PackedTensor, weight, bias, depthwise
 
 def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: np.ndarray,
                  bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
-                 vthreads: int = 1, cost=dram_cost, out: str | None = None,
+                 vthreads: int | None = None, cost=None, out: str | None = None,
                  _matrix_out: bool = False) -> PackedTensor:
     """Append `layer` to the stream: reads packed `x`, returns the packed int8 output tensor
     (a new DRAM buffer named `out`, default '<layer.name>/out'). Weights (OIHW int8) and bias
@@ -282,12 +305,37 @@ def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: n
     weight, bias = _check_operands(layer, cfg, x, weight, bias, g.diag)
     s = schedule or choose_schedule(layer, cfg, vthreads, cost)
     check_schedule(layer, cfg, s)
-    nconst = conv_consts(layer)
     ctx.begin_layer()
     wbuf = ctx.constant(f"{layer.name}/weight", pack_conv_weight(layer, weight, cfg, g.diag))
     cbuf = ctx.constant(f"{layer.name}/bias", requant_vectors(
         layer.requant, layer.out_channels, g.cob, cfg, bias, with_half=True))
-    shape = layer.out_shape[:2] if _matrix_out else layer.out_shape
+    return _emit(ctx, layer, g, s, x, wbuf, cbuf, out, _matrix_out)
+
+
+def lower_conv2d_for_timing(ctx: LoweringContext, layer: Conv2d, x: PackedTensor,
+                            schedule: Schedule) -> PackedTensor:
+    """The same instructions as lower_conv2d with `schedule`, but the weight and bias
+    buffers are only allocated (no data packed): for timing a candidate schedule."""
+    cfg = ctx.cfg
+    why = reason(layer, cfg)
+    if why:
+        raise TargetError(why)
+    g = conv_geom(layer, cfg)
+    check_schedule(layer, cfg, schedule)
+    ctx.begin_layer()
+    wshape = (g.cob, 1 if g.diag else g.cig, g.kh, g.kw, cfg.block_out, cfg.block_in)
+    wbuf = f"{layer.name}/weight"
+    ctx.b.alloc(wbuf, wshape, "int8")
+    cbuf = f"{layer.name}/bias"
+    ctx.b.alloc(cbuf, (g.cob, conv_consts(layer), cfg.batch, cfg.block_out), "int32")
+    return _emit(ctx, layer, g, schedule, x, wbuf, cbuf, None, False)
+
+
+def _emit(ctx, layer: Conv2d, g: ConvGeom, s: Schedule, x: PackedTensor, wbuf: str, cbuf: str,
+          out: str | None, matrix_out: bool) -> PackedTensor:
+    cfg = ctx.cfg
+    nconst = conv_consts(layer)
+    shape = layer.out_shape[:2] if matrix_out else layer.out_shape
     y = ctx.tensor(out or f"{layer.name}/out", shape, block=cfg.block_out)
     em = _ConvEmitter(ctx, layer, g, s, x, wbuf, cbuf, y, nconst)
     em.run()
@@ -305,7 +353,7 @@ def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: n
 
 def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.ndarray,
                 bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
-                vthreads: int = 1, cost=dram_cost, out: str | None = None) -> PackedTensor:
+                vthreads: int | None = None, cost=None, out: str | None = None) -> PackedTensor:
     """A dense layer (weight: out_features x in_features int8, i.e. Gemm transB=1) as a 1x1
     convolution on a 1x1 image. `x` is the (batch x in_features) matrix tensor (or an
     N x C x 1 x 1 activation); returns the (batch x out_features) matrix tensor."""

@@ -6,10 +6,11 @@ A `Schedule` gives tile sizes over batch blocks (tile_n), output rows (tile_h), 
 plus 1 or 2 virtual threads. With 2 threads every SRAM (INP, WGT, ACC) is split in halves and
 consecutive tiles alternate between them, so loads for one tile overlap compute on the other.
 
-`choose_schedule(layer, cfg, vthreads=1, cost=dram_cost)` enumerates tilings that fit (for each
-channel/column choice, the most rows that fit, then balanced) and returns the one of least
-`cost(layer, cfg, schedule, estimate)`. The default cost is an estimate of DMA cycles: bytes
-over the bus plus a fixed latency per instruction; a cycle model can be plugged in instead.
+`candidates` enumerates tilings that fit (for each channel/column choice, the most rows that
+fit, then balanced). `choose_schedule(layer, cfg, vthreads=None, cost=None)` lets the cycle
+model pick among them, thread count included (tuning.py); given a `cost`, it returns the
+candidate of least `cost(layer, cfg, schedule, estimate)`, e.g. `dram_cost`, an estimate of
+DMA cycles: bytes over the bus plus a fixed latency per instruction.
 Nothing here is specific to one config: every limit comes from VTAConfig's depths.
 """
 from __future__ import annotations
@@ -110,15 +111,33 @@ def conv_spans(g: ConvGeom, s: Schedule) -> bool:
     return s.tile_co > g.cog
 
 
-def conv_usage(g: ConvGeom, s: Schedule, nconst: int) -> dict[str, int]:
-    """SRAM entries one thread needs (inp, wgt, acc) and micro-ops of the GEMM kernel."""
+def resident_consts(g: ConvGeom, cfg: VTAConfig, nconst: int) -> int:
+    """ACC entries of the layer's constant vectors when they are loaded once for the whole
+    layer (into ACC entries [0, cob * nconst), shared by the threads), else 0 (then each tile
+    loads its own after its accumulators). Loading once keeps a bias DMA per tile off the
+    compute module, where it waited behind the load module's transfers on the shared bus; the
+    region is capped at 1/8 of ACC so that the tiles keep most of it."""
+    n = g.cob * nconst
+    return n if n <= cfg.acc_depth // 8 else 0
+
+
+def acc_thread_base(g: ConvGeom, cfg: VTAConfig, nconst: int, vthreads: int) -> tuple[int, int]:
+    """(first ACC entry of thread 0's half, entries per thread)."""
+    shared = resident_consts(g, cfg, nconst)
+    return shared, (cfg.acc_depth - shared) // vthreads
+
+
+def conv_usage(g: ConvGeom, s: Schedule, nconst: int, resident: bool = False) -> dict[str, int]:
+    """SRAM entries one thread needs (inp, wgt, acc) and micro-ops of the GEMM kernel.
+    `resident`: the constant vectors live in the shared region, not in the thread's ACC."""
     if conv_spans(g, s):
         inp_blocks, wci = (s.tile_co // g.cog) * g.cig, g.cig
     else:
         inp_blocks, wci = s.tile_ci, s.tile_ci
     return {"inp": s.tile_n * inp_blocks * g.in_rows(s.tile_h) * g.in_cols(s.tile_w),
             "wgt": s.tile_co * wci * g.kk,
-            "acc": s.tile_n * s.tile_co * s.tile_h * s.tile_w + s.tile_co * nconst,
+            "acc": s.tile_n * s.tile_co * s.tile_h * s.tile_w
+            + (0 if resident else s.tile_co * nconst),
             "uop": s.tile_co * wci * g.kk}
 
 
@@ -129,9 +148,10 @@ def conv_fits(g: ConvGeom, cfg: VTAConfig, s: Schedule, nconst: int) -> str | No
     if not conv_spans(g, s) and s.tile_ci > g.cig:
         return "tile_ci larger than the reduction"
     v = s.vthreads
-    caps = {"inp": cfg.inp_depth // v, "wgt": cfg.wgt_depth // v, "acc": cfg.acc_depth // v,
+    _, acc_cap = acc_thread_base(g, cfg, nconst, v)
+    caps = {"inp": cfg.inp_depth // v, "wgt": cfg.wgt_depth // v, "acc": acc_cap,
             "uop": cfg.uop_depth // 2}
-    use = conv_usage(g, s, nconst)
+    use = conv_usage(g, s, nconst, resident_consts(g, cfg, nconst) > 0)
     over = [f"{k} {use[k]} > {caps[k]}" for k in caps if use[k] > caps[k]]
     return "; ".join(over) if over else None
 
@@ -172,7 +192,8 @@ def estimate_conv(layer: Conv2d, cfg: VTAConfig, s: Schedule) -> Estimate:
     wgt = wtot * (min(v, sp) if nco == 1 and nph == 1 else sp)
     nconst = conv_consts(layer)
     out = g.nb * g.cob * g.oh * g.ow * cfg.out_elem_bytes
-    consts = sp * g.cob * nconst * cfg.acc_elem_bytes
+    const_loads = 1 if resident_consts(g, cfg, nconst) else sp   # once per layer, or per tile
+    consts = const_loads * g.cob * nconst * cfg.acc_elem_bytes
     items = sp * nco
     merged_in = g.in_rows(s.tile_h) * g.in_cols(s.tile_w) == 1
     loads = items * nph * ((1 if merged_in else s.tile_n * s.tile_ci) + 1)
@@ -291,14 +312,27 @@ def estimate(layer: Layer, cfg: VTAConfig, s: Schedule) -> Estimate:
     return estimate_alu(layer, cfg, s)
 
 
-def choose_schedule(layer: Layer, cfg: VTAConfig, vthreads: int = 1,
-                    cost: CostFn = dram_cost) -> Schedule:
-    """The fitting schedule of least `cost` (TargetError naming the layer when none fits)."""
-    cands = candidates(layer, cfg, vthreads)
+def choose_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
+                    cost: CostFn | None = None) -> Schedule:
+    """The schedule to lower `layer` with (TargetError naming the layer when none fits).
+
+    vthreads: 1 or 2, or None to let the choice include the thread count. cost: None (the
+    default) lets the cycle model decide (tuning.model_schedule: candidates ranked
+    analytically, the best few timed with timing.simulate_timing, cached by geometry and
+    config); a CostFn instead picks the candidate of least cost(layer, cfg, schedule,
+    estimate), e.g. dram_cost (fast, DRAM traffic only) or tuning.model_cost (times all)."""
+    if vthreads is None:
+        cands = candidates(layer, cfg, 1) + candidates(layer, cfg, 2)
+    else:
+        cands = candidates(layer, cfg, vthreads)
     if not cands:
         raise TargetError(f"{type(layer).__name__} '{layer.name}': no tiling fits the SRAMs of "
-                          f"config {cfg.name!r} with {vthreads} virtual thread(s) (inp "
-                          f"{cfg.inp_depth}, wgt {cfg.wgt_depth}, acc {cfg.acc_depth} entries)")
+                          f"config {cfg.name!r} with {vthreads or '1 or 2'} virtual thread(s) "
+                          f"(inp {cfg.inp_depth}, wgt {cfg.wgt_depth}, acc {cfg.acc_depth} "
+                          "entries)")
+    if cost is None:
+        from .tuning import model_schedule   # tuning lowers candidates: imports conv, alu
+        return model_schedule(layer, cfg, vthreads)
     return min(cands, key=lambda s: cost(layer, cfg, s, estimate(layer, cfg, s)))
 
 
