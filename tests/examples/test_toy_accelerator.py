@@ -3,7 +3,6 @@ on the toy device and everything else on the CPU, equal to the reference; its ar
 trips; the CLI compiles and runs it with --check."""
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -89,15 +88,8 @@ def test_preset_and_refusal_reasons(resnet_path):
 
 
 def _parser():
-    from retarget.cli import compile_cmd
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers()
-    compile_cmd.register(sub)
-    run = sub.add_parser("run")
-    run.add_argument("model")
-    compile_cmd.add_run_options(run)
-    run.set_defaults(func=compile_cmd.run_compiled)
-    return parser
+    from retarget.cli import build_parser
+    return build_parser()
 
 
 def test_cli_compile_then_run_with_check(resnet_path, tmp_path, capsys):

@@ -124,18 +124,6 @@ def run_compile(args: argparse.Namespace) -> int:
 
 
 # ---- the compiled run --------------------------------------------------------------------------
-def add_run_options(p: argparse.ArgumentParser) -> None:
-    """The options run_compiled reads, for the `run` subcommand to add."""
-    add_target_options(p, target_required=False)
-    add_compile_options(p)
-    p.add_argument("--check", action="store_true",
-                   help="compare the outputs with the CPU reference executor")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                   help="input array (default: seeded random data)")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs")
-    p.add_argument("--profile", action="store_true", help="print the per-region profile")
-
-
 def run_compiled(args: argparse.Namespace) -> int:
     """Run a module artifact directory (args.model is a DIR) or compile MODEL for args.target
     and run it. Prints the outputs' summary (and the profile); with args.check, compares with
@@ -144,6 +132,7 @@ def run_compiled(args: argparse.Namespace) -> int:
     from ..runtime.module import Module
     from ..targets.cpu.reference import run_graph
     from .report_cmd import check_report_paths, emit_report, wants_report
+    from .run_cmd import complete_inputs, read_input_files
 
     check_report_paths(args)
     path = Path(args.model)
@@ -155,7 +144,10 @@ def run_compiled(args: argparse.Namespace) -> int:
         module = Module.load(path)
     else:
         module = compile_from_args(args)
-    inputs = make_inputs(module.graph, args.input, args.seed)
+    # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled
+    # module is usually run to check it, for which any input will do).
+    given = read_input_files(args.input, [v.name for v in module.graph.inputs])
+    inputs = complete_inputs(module.graph, given, random=True, seed=args.seed)
     outputs = module.run(inputs)
     for name, a in outputs.items():
         print(f"{name}: {a.dtype}{list(a.shape)} mean={float(np.mean(a)):.6g} "
@@ -183,27 +175,3 @@ def run_compiled(args: argparse.Namespace) -> int:
             status |= 0 if same else 1
     module.close()
     return status
-
-
-def make_inputs(graph, given: list[str], seed: int) -> dict[str, np.ndarray]:
-    """Inputs from NAME=FILE.npy arguments, the rest seeded random data of the right type."""
-    arrays = {}
-    for item in given:
-        name, sep, file = item.partition("=")
-        if not sep:
-            raise InputError(f"--input {item!r}: expected NAME=FILE.npy")
-        arrays[name] = np.load(file, allow_pickle=False)
-    rng = np.random.default_rng(seed)
-    for v in graph.inputs:
-        if v.name in arrays:
-            continue
-        if v.type is None:
-            raise InputError(f"input {v.name!r} has no static shape; give it with --input")
-        dt = np.dtype(v.type.dtype)
-        if dt.kind == "f":
-            arrays[v.name] = rng.standard_normal(v.type.shape).astype(dt)
-        elif dt.kind == "b":
-            arrays[v.name] = rng.integers(0, 2, v.type.shape).astype(dt)
-        else:
-            arrays[v.name] = rng.integers(0, 10, v.type.shape).astype(dt)
-    return arrays
