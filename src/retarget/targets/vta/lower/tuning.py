@@ -21,12 +21,19 @@ from dataclasses import replace
 from ..config import VTAConfig
 from ..timing import TimingResult, simulate_timing
 from .context import LoweringContext
-from .layers import Conv2d, Dense, Layer, Pool2d, ResidualAdd, RequantizeLayer
+from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, ResidualAdd
 from .schedule import (Schedule, candidates, conv_consts, conv_geom, dram_cost, estimate,
                        resident_consts)
 from .tensor import ceil_div
 
-TIMED_PER_THREAD_COUNT = 3     # schedules timed with the cycle model per thread count
+# Schedules timed with the cycle model per thread count (a timing costs one scratch lowering,
+# ~30 us per instruction in Python, which dominates compile time): convolutions are ranked by
+# conv_cycles, which orders them well; ALU layers only by their DRAM traffic, but their choices
+# matter less (a few ALU passes per element whatever the tiling).
+TIMED_PER_THREAD_COUNT = 3
+TIMED_ALU = 1
+SCREENED = 24                  # candidates ranked by conv_cycles after the closed-form screen
+NEAR = 0.10                    # a thread count more than 10% worse by the estimate is not timed
 _CACHE: dict[tuple, Schedule] = {}
 _CACHE_LIMIT = 4096
 
@@ -173,31 +180,86 @@ def model_cost(layer: Layer, cfg: VTAConfig, s: Schedule, e=None) -> float:
     return float(time_schedule(layer, cfg, s).total_cycles)
 
 
-def _rank_key(layer: Layer, cfg: VTAConfig, s: Schedule) -> float:
-    if isinstance(layer, (Conv2d, Dense)):
-        return conv_cycles(layer, cfg, s)
-    return dram_cost(layer, cfg, s, estimate(layer, cfg, s))
+def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
+    """Closed-form lower bound of conv_cycles: the compute module's own work (GEMM products,
+    resets, requantisation passes, per-instruction costs; no waiting), O(1) per schedule."""
+    if isinstance(layer, Dense):
+        layer = layer.as_conv()
+    g, c = conv_geom(layer, cfg), cfg
+    nt, ht, wt = ceil_div(g.nb, s.tile_n), ceil_div(g.oh, s.tile_h), ceil_div(g.ow, s.tile_w)
+    spans = s.tile_co > g.cog
+    groups = g.cob // g.cog
+    nco = ceil_div(g.cob, s.tile_co) if spans else groups * ceil_div(g.cog, s.tile_co)
+    nph = 1 if spans else ceil_div(g.cig, s.tile_ci)
+    items = nt * ht * wt * nco
+    acc = g.nb * g.oh * g.ow * g.cob
+    work = acc * g.cig * g.kk
+    passes = _epilogue_passes(layer)
+    return (work + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline) + acc
+            + passes * (items * (c.insn_overhead + c.alu_pipeline) + acc * c.alu_ii))
+
+
+def _ranked(layer: Layer, cfg: VTAConfig, cands: list[Schedule], keep: int) -> list:
+    """The `keep` candidates of least analytic cost, as (cost, schedule). Convolutions: every
+    candidate gets a closed-form screen, max(compute lower bound, estimated DRAM bytes over the
+    bus); conv_cycles is evaluated on the SCREENED best by that screen (the screen's order
+    matches conv_cycles' well; this bounds the search for layers with hundreds of tilings)."""
+    if not isinstance(layer, (Conv2d, Dense)):
+        scored = [(dram_cost(layer, cfg, s, estimate(layer, cfg, s)), s) for s in cands]
+        return sorted(scored, key=lambda x: x[0])[:keep]
+    screen = sorted(((max(conv_cycles_lower_bound(layer, cfg, s),
+                          estimate(layer, cfg, s).dram_bytes / cfg.bus_bytes), i, s)
+                     for i, s in enumerate(cands)), key=lambda x: x[:2])
+    scored = [(conv_cycles(layer, cfg, s), s) for _, _, s in screen[:SCREENED]]
+    return sorted(scored, key=lambda x: x[0])[:keep]
+
+
+def _geometry_key(layer: Layer):
+    """The layer without what cannot change its best schedule: its name, and requantisation
+    values beyond the form that sets the ALU passes and constant vectors (shift sign per
+    tensor, or per channel whether any shift is a left shift)."""
+    layer = replace(layer, name="")
+    if isinstance(layer, ResidualAdd):      # a shift is one ALU pass whatever its amount
+        sign = lambda v: (v > 0) - (v < 0)  # noqa: E731
+        return replace(layer, shift_a=sign(layer.shift_a), shift_b=sign(layer.shift_b),
+                       out_shift=sign(layer.out_shift), lo=0, hi=0)
+    if not isinstance(layer, (Conv2d, Dense, RequantizeLayer)):
+        return layer
+    r = layer.requant
+    if r.per_channel:
+        form = (-1 if min(r.shift) < 0 else 1,) * len(r.shift)
+    else:
+        form = (r.shift > 0) - (r.shift < 0)
+    return replace(layer, requant=Requant(form, 0, 0))
 
 
 def model_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
                    timed: int = TIMED_PER_THREAD_COUNT) -> Schedule | None:
     """The schedule of fewest model cycles among the `timed` best-ranked candidates of each
-    thread count (both when vthreads is None). None when no tiling fits. Cached."""
-    key = (replace(layer, name=""), cfg, vthreads, timed)
+    thread count (both when vthreads is None; a thread count whose best analytic estimate is
+    more than NEAR worse than the other's is not timed). None when no tiling fits. Cached by
+    geometry and config."""
+    key = (_geometry_key(layer), cfg, vthreads, timed)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
+    if not isinstance(layer, (Conv2d, Dense)):
+        timed = min(timed, TIMED_ALU)
+    ranked = {v: _ranked(layer, cfg, candidates(layer, cfg, v), timed)
+              for v in ((1, 2) if vthreads is None else (vthreads,))}
+    ranked = {v: r for v, r in ranked.items() if r}
+    if not ranked:
+        return None
+    best_est = min(r[0][0] for r in ranked.values())
     best = None
-    for v in ((1, 2) if vthreads is None else (vthreads,)):
-        cands = candidates(layer, cfg, v)
-        cands.sort(key=lambda s: _rank_key(layer, cfg, s))
-        for s in cands[:timed]:
+    for v, r in ranked.items():
+        if r[0][0] > best_est * (1 + NEAR):
+            continue
+        for _, s in r:
             cyc = time_schedule(layer, cfg, s).total_cycles
             tie = estimate(layer, cfg, s).dram_bytes
             if best is None or (cyc, tie) < best[0]:
                 best = ((cyc, tie), s)
-    if best is None:
-        return None
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
     _CACHE[key] = best[1]
