@@ -3,8 +3,6 @@ on the toy device and everything else on the CPU, equal to the reference; its ar
 trips; the CLI compiles and runs it with --check."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,18 +12,15 @@ import pytest
 import retarget
 from retarget.runtime.module import Module
 from retarget.targets.cpu.reference import run_graph
+from retarget.targets.registry import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "toy_accelerator.py"
 
 
 def toy():
-    if "toy_accelerator" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("toy_accelerator", EXAMPLE)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["toy_accelerator"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["toy_accelerator"]
+    """The example target (examples/toy_accelerator.py), registered once per process."""
+    return load_plugin(ROOT / "examples" / "toy_accelerator.py")
 
 
 @pytest.fixture(scope="module")

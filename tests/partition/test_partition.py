@@ -2,13 +2,12 @@
 with no cycles between them, overrides and the size rule, outputs equal to the reference."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import retarget
 from retarget.errors import GraphError
@@ -17,7 +16,7 @@ from retarget.ir.types import TensorType
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.partition import partition
 from retarget.targets.cpu.reference import run_graph
-from retarget.targets.registry import get_target
+from retarget.targets.registry import get_target, load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 C, HW = 3, 4  # channels and spatial size of every tensor in these graphs
@@ -25,13 +24,7 @@ C, HW = 3, 4  # channels and spatial size of every tensor in these graphs
 
 def toy():
     """The example target (examples/toy_accelerator.py), registered once per process."""
-    if "toy_accelerator" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("toy_accelerator",
-                                                      ROOT / "examples" / "toy_accelerator.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["toy_accelerator"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["toy_accelerator"]
+    return load_plugin(ROOT / "examples" / "toy_accelerator.py")
 
 
 class Net:

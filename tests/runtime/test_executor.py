@@ -2,8 +2,6 @@
 per-region profiles, and clear errors for invalid tasks and out-of-bounds copies."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ from retarget.ir.types import TensorType
 from retarget.runtime.device import Task
 from retarget.runtime.executor import Executor, execute, format_profile
 from retarget.targets.cpu.reference import run_graph
+from retarget.targets.registry import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE = (1, 4, 6, 6)
@@ -23,13 +22,8 @@ NBYTES = 4 * int(np.prod(SHAPE))
 
 
 def toy():
-    if "toy_accelerator" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("toy_accelerator",
-                                                      ROOT / "examples" / "toy_accelerator.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["toy_accelerator"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["toy_accelerator"]
+    """The example target (examples/toy_accelerator.py), registered once per process."""
+    return load_plugin(ROOT / "examples" / "toy_accelerator.py")
 
 
 def chain(ops: str) -> Graph:

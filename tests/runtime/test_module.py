@@ -2,9 +2,7 @@
 read; malformed or hostile artifacts fail with clear errors; the BYOC-style region export."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,18 +13,14 @@ from retarget.errors import ModelLoadError, TargetError
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
 from retarget.runtime.module import Module
+from retarget.targets.registry import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def toy():
-    if "toy_accelerator" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("toy_accelerator",
-                                                      ROOT / "examples" / "toy_accelerator.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["toy_accelerator"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["toy_accelerator"]
+    """The example target (examples/toy_accelerator.py), registered once per process."""
+    return load_plugin(ROOT / "examples" / "toy_accelerator.py")
 
 
 def small_net() -> Graph:

@@ -9,12 +9,12 @@ e.g. examples/toy_accelerator.py; artifacts themselves never contain code).
 from __future__ import annotations
 
 import argparse
-import runpy
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import InputError, TargetError
+from ..targets.registry import load_plugin
 
 
 def add_target_options(p: argparse.ArgumentParser, *, target_required: bool) -> None:
@@ -57,9 +57,7 @@ def register(subparsers) -> None:
 
 def load_plugins(paths: list[str]) -> None:
     for path in paths:
-        if not Path(path).is_file():
-            raise TargetError(f"plugin {path} does not exist")
-        runpy.run_path(path)  # a file the user named on the command line, as `python FILE` would
+        load_plugin(path)
 
 
 def parse_overrides(items: list[str]) -> dict[str, str]:

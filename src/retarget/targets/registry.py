@@ -11,8 +11,11 @@ examples/toy_accelerator.py and docs/adding-a-target.md) call `register_target(c
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Mapping
 
 from ..errors import TargetError
@@ -44,6 +47,27 @@ def register_target(cls: type[Target], *, replace: bool = False) -> type[Target]
         raise TargetError(f"a different target named {cls.name!r} is already registered")
     table[cls.name] = cls
     return cls
+
+
+def load_plugin(path: str | Path) -> ModuleType:
+    """Import a target file written outside retarget (e.g. examples/toy_accelerator.py), whose
+    import registers its target(s). A file the user names on the command line runs as
+    `python FILE` would; loading the same file again returns the module already loaded, so its
+    Target classes (and their registration) stay the same objects."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise TargetError(f"plugin {path} does not exist")
+    name = f"retarget_plugin_{path.stem}_{abs(hash(str(path))):x}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
 
 
 def target_names() -> list[str]:
