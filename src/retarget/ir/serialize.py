@@ -100,18 +100,25 @@ def _encode_attr(a, arrays: dict[str, np.ndarray]):
 
 
 # ---- load -----------------------------------------------------------------------------------
+def read_versioned_json(path: Path, fmt: str, version: int, what: str) -> dict:
+    """A JSON document {"format": fmt, "version": version, ...} (graphs, module manifests), or
+    ModelLoadError saying what `path` is not."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ModelLoadError(f"{path}: not valid JSON, so not a {what} ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise ModelLoadError(f"{path}: not a {what} (format is not {fmt!r})")
+    if doc.get("version") != version:
+        raise ModelLoadError(f"{path}: {what} format version {doc.get('version')!r}; this "
+                             f"retarget reads version {version}")
+    return doc
+
+
 def load_graph(path) -> Graph:
     """Read a graph written by save_graph. ModelLoadError when the files are not such a graph."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelLoadError(f"{path}: not a retarget graph JSON file ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ModelLoadError(f"{path}: not a retarget graph JSON file (format is not {FORMAT!r})")
-    if doc.get("version") != VERSION:
-        raise ModelLoadError(f"{path}: graph format version {doc.get('version')!r}; "
-                             f"this retarget reads version {VERSION}")
+    doc = read_versioned_json(path, FORMAT, VERSION, "retarget graph JSON file")
     npz = path.with_name(doc.get("arrays") or arrays_path(path).name)
     try:
         with np.load(npz, allow_pickle=False) as z:

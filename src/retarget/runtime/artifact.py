@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelLoadError, RetargetError
-from ..ir.serialize import load_graph, save_graph
+from ..ir.serialize import load_graph, read_versioned_json, save_graph
 from ..passes.partition import NodePlacement, PlacementReport
 from ..targets.base import Region
 from ..targets.registry import get_target
@@ -110,16 +110,7 @@ def _read_manifest(src: Path) -> dict:
     path = src / "manifest.json"
     if not path.is_file():
         raise ModelLoadError(f"{src} is not a retarget module directory (no manifest.json)")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ModelLoadError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ModelLoadError(f"{path}: not a {FORMAT} manifest")
-    if manifest.get("version") != VERSION:
-        raise ModelLoadError(f"{path}: format version {manifest.get('version')!r}; "
-                             f"this retarget reads version {VERSION}")
-    return manifest
+    return read_versioned_json(path, FORMAT, VERSION, f"{FORMAT} manifest")
 
 
 def _plain_name(name: Any) -> str:
