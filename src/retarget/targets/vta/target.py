@@ -77,15 +77,26 @@ def _requant_reason(graph: Graph, node: Node) -> str | None:
     return None
 
 
-def _conv_rule(t: "VTATarget", node: Node, graph: Graph) -> Support:
+def _operand_problem(node: Node, rank: int, what: str) -> str | None:
+    """Why the GEMM core cannot take `node`'s operands (None: it can): an int8 input of `rank`,
+    constant int8 weights, an optional constant int32 bias."""
     x, w, b = node.inputs[0], node.input(1), node.input(2)
-    where = f"Conv '{node.name}'"
-    if not _int8(x) or x.type.rank != 4:
-        return Support.no(f"{where}: vta runs int8 2-D convolutions; input is {x.type}")
+    where = f"{node.op} '{node.name}'"
+    if not _int8(x) or x.type.rank != rank:
+        return f"{where}: vta runs int8 {what}; input is {x.type}"
     if not (_int8(w) and w.is_const):
-        return Support.no(f"{where}: weights must be a constant int8 tensor")
+        return f"{where}: weights must be a constant int8 tensor"
     if b is not None and not (b.is_const and b.type.dtype == "int32"):
-        return Support.no(f"{where}: bias must be a constant int32 tensor")
+        return f"{where}: bias must be a constant int32 tensor"
+    return None
+
+
+def _conv_rule(t: "VTATarget", node: Node, graph: Graph) -> Support:
+    x, w = node.inputs[0], node.input(1)
+    where = f"Conv '{node.name}'"
+    why = _operand_problem(node, 4, "2-D convolutions")
+    if why:
+        return Support.no(why)
     a = resolve_attrs(node)
     if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") and not a.get("pads"):
         return Support.no(f"{where}: auto_pad={a['auto_pad']} without explicit pads")
@@ -117,14 +128,10 @@ def _conv_rule(t: "VTATarget", node: Node, graph: Graph) -> Support:
 
 
 def _gemm_rule(t: "VTATarget", node: Node, graph: Graph) -> Support:
-    a_v, b_v, c_v = node.inputs[0], node.input(1), node.input(2)
     where = f"{node.op} '{node.name}'"
-    if not _int8(a_v) or a_v.type.rank != 2:
-        return Support.no(f"{where}: vta runs int8 2-D dense layers; input is {a_v.type}")
-    if not (_int8(b_v) and b_v.is_const):
-        return Support.no(f"{where}: weights must be a constant int8 matrix")
-    if c_v is not None and not (c_v.is_const and c_v.type.dtype == "int32"):
-        return Support.no(f"{where}: bias must be a constant int32 tensor")
+    why = _operand_problem(node, 2, "2-D dense layers")
+    if why:
+        return Support.no(why)
     if node.op == "Gemm":
         at = resolve_attrs(node)
         if at["transA"] or at["alpha"] != 1.0 or at["beta"] != 1.0:
