@@ -11,7 +11,7 @@ from retarget.errors import TargetError
 from retarget.report.layers import make_row, total_row
 from retarget.report.module import module_report
 from retarget.targets.vta.config import preset
-from retarget.targets.vta.target import LayerInfo
+from retarget.targets.vta.kernel import LayerInfo
 from retarget.targets.vta.timing import simulate_timing
 
 from .test_reports import program

@@ -8,7 +8,7 @@ from retarget.errors import ModelLoadError, TargetError
 from retarget.targets.registry import get_target
 from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.isa import AluOp, MemType
-from retarget.targets.vta.target import Binding, VTAKernel
+from retarget.targets.vta.kernel import Binding, VTAKernel
 
 
 def relu_kernel(target, shape):

@@ -52,18 +52,11 @@ def test_resnet_convs_offloaded_with_reasons():
     assert fp.placement == "cpu" and "float op" in fp.reason
 
 
-def test_depthwise_reason_or_offload():
+def test_depthwise_convs_are_offloaded():
+    # depthwise maps onto the GEMM core as diagonal weight blocks (targets/vta/lower/conv.py)
     rep = placed("mobilenet_v1")
-    dw = [n for n in rep.nodes if n.op == "Conv" and "group=" in n.reason]
-    from retarget.targets.vta.target import VTATarget
-    if VTATarget().lowering_has("depthwise"):
-        assert not dw
-    else:
-        assert dw and all(n.placement == "cpu" and "GEMM core" in n.reason for n in dw)
-        # their Requantize follows them onto the cpu
-        rq = {n.name: n for n in rep.nodes if n.op == "Requantize"}
-        for n in dw:
-            assert rq[f"{n.name}/requant"].placement == "cpu"
+    convs = [n for n in rep.nodes if n.op == "Conv"]
+    assert convs and all(n.placement == "vta" for n in convs)
 
 
 def test_forcing_requantize_to_cpu_takes_its_conv_along():
@@ -79,3 +72,22 @@ def test_float_graph_gets_no_offload_without_quantisation():
     rep = partition(g, t).report
     assert all(n.placement == "cpu" for n in rep.nodes)
     assert any("int8" in n.reason for n in rep.nodes if n.op == "Conv")
+
+
+def test_grouped_conv_that_is_not_depthwise_stays_on_cpu_with_the_reason():
+    from onnx import TensorProto, helper, numpy_helper
+
+    from retarget.frontend.onnx import from_onnx_model
+    from retarget.passes.simplify import simplify
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 16, 3, 3))
+                                .astype(np.float32), "w")
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], group=2, pads=[1] * 4, name="gconv")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    graph = simplify(from_onnx_model(helper.make_model(g, opset_imports=[
+        helper.make_opsetid("", 17)])))
+    t = get_target("vta")
+    q = t.prepare(graph, {"x": np.ones((1, 32, 8, 8), np.float32)})
+    conv = next(n for n in partition(q, t).report.nodes if n.name == "gconv")
+    assert conv.placement == "cpu" and "group=2" in conv.reason and "GEMM core" in conv.reason

@@ -20,11 +20,7 @@ from .schedule import (CostFn, Estimate, Schedule, candidates, check_schedule, c
 from .tensor import PackedTensor
 from .tuning import conv_cycles, model_cost, model_schedule, time_schedule
 
-# What a target may ask for (VTATarget.lowering_has).
-FEATURES = ("conv2d", "dense", "depthwise", "grouped", "maxpool", "avgpool", "residual_add",
-            "requantize", "per_channel", "vthreads")
-
-__all__ = ["FEATURES", "Conv2d", "CostFn", "Dense", "Estimate", "LayerReport", "Layer",
+__all__ = ["Conv2d", "CostFn", "Dense", "Estimate", "LayerReport", "Layer",
            "LoweredSegment", "LoweringContext", "PackedTensor", "Pool2d", "Region", "Requant",
            "RequantizeLayer", "ResidualAdd", "Schedule", "SegmentRun", "TokenTracker",
            "candidates", "check_schedule", "choose_schedule", "conv_groups", "dram_cost",

@@ -1,0 +1,121 @@
+"""Lowering one offloaded region: graph nodes -> the lowering's layer descriptions ->
+one instruction stream (a VTAKernel). Layers read the packed result of the previous ones, so
+intermediates stay packed in DRAM inside a region."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import TargetError, UnsupportedOpError
+from ...ir.graph import Node
+from ...ops.registry import resolve_attrs
+from ..base import Region
+from . import lower as L
+from .config import VTAConfig
+from .kernel import Binding, LayerInfo, VTAKernel
+
+
+def _requant_of(rq: Node):
+    a = resolve_attrs(rq)
+    return L.Requant(int(a["shift"]), int(a["lo"]), int(a["hi"]))
+
+
+def conv_layer(node: Node, rq: Node):
+    """The lowering's Conv2d description of Conv `node` requantised by `rq`."""
+    a = resolve_attrs(node)
+    x, w = node.inputs[0].type.shape, node.inputs[1].type.shape
+    pads = list(a.get("pads") or [0, 0, 0, 0])
+    return L.Conv2d(node.name, tuple(x), int(w[0]), (int(w[2]), int(w[3])),
+                  tuple(int(s) for s in (a.get("strides") or [1, 1])),
+                  (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
+                  int(a.get("group", 1)), _requant_of(rq))
+
+
+def dense_weight(node: Node) -> np.ndarray:
+    """Gemm/MatMul weights as (out_features, in_features), what lower_dense takes."""
+    b = node.inputs[1].const
+    if node.op == "Gemm" and resolve_attrs(node)["transB"]:
+        return b
+    return np.ascontiguousarray(b.T)
+
+
+def _lower_alu_node(ctx, n: Node, x: list):
+    """QAdd / Relu / int8 Requantize / pooling on the ALU."""
+    a = resolve_attrs(n)
+    shape = tuple(n.inputs[0].type.shape)
+    if n.op == "QAdd":
+        layer = L.ResidualAdd(n.name, shape, int(a["shift_a"]), int(a["shift_b"]),
+                              int(a["out_shift"]), int(a["lo"]), int(a["hi"]))
+        return L.lower_residual_add(ctx, layer, x[0], x[1])
+    if n.op == "Relu":
+        return L.lower_requantize(ctx, L.RequantizeLayer(n.name, shape, L.Requant(0, 0, 127)), x[0])
+    if n.op == "Requantize":
+        return L.lower_requantize(ctx, L.RequantizeLayer(n.name, shape, _requant_of(n)), x[0])
+    pads = list(a.get("pads") or [0, 0, 0, 0])
+    layer = L.Pool2d(n.name, "max" if n.op == "MaxPool" else "avg", shape,
+                     tuple(int(k) for k in a["kernel_shape"]),
+                     tuple(int(k) for k in (a.get("strides") or [1, 1])),
+                     tuple(int(p) for p in pads))
+    return L.lower_pool2d(ctx, layer, x[0])
+
+
+def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
+    """One instruction stream for `region`: inputs in packed DRAM buffers, each layer lowered
+    by targets/vta/lower/ reading the packed result of the previous one."""
+    ctx = L.LoweringContext(cfg)
+    packed: dict[int, Any] = {}
+    inputs = []
+    for i, v in enumerate(region.inputs):
+        packed[id(v)] = ctx.input(f"in{i}", tuple(v.type.shape))
+        inputs.append(Binding(v.name, f"in{i}", tuple(v.type.shape)))
+    consumers: dict[int, list[Node]] = {}
+    for n in region.nodes:
+        for v in n.inputs:
+            if v is not None:
+                consumers.setdefault(id(v), []).append(n)
+    fused: set[int] = set()
+    for n in region.nodes:
+        if id(n) in fused:
+            continue
+        if n.op in ("Conv", "Gemm", "MatMul"):
+            uses = consumers.get(id(n.outputs[0]), [])
+            if len(uses) != 1 or uses[0].op != "Requantize":
+                raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "
+                                  f"{region.name!r}")
+            rq = uses[0]
+            fused.add(id(rq))
+            x = packed.get(id(n.inputs[0]))
+            if x is None:
+                raise TargetError(f"{n.op} '{n.name}': input {n.inputs[0].name!r} is not "
+                                  f"available in region {region.name!r}")
+            b = n.input(2)
+            bias = None if b is None else b.const
+            if n.op == "Conv":
+                y = L.lower_conv2d(ctx, conv_layer(n, rq), x, n.inputs[1].const, bias)
+            else:
+                w = dense_weight(n)
+                xm = x.as_matrix() if len(x.shape) == 4 else x
+                layer = L.Dense(n.name, int(xm.shape[0]), int(w.shape[1]), int(w.shape[0]),
+                                _requant_of(rq))
+                y = L.lower_dense(ctx, layer, xm, w, bias)
+            packed[id(rq.outputs[0])] = y
+        elif n.op in ("QAdd", "Relu", "Requantize", "MaxPool", "AveragePool"):
+            x = [packed.get(id(v)) for v in n.inputs if v is not None and not v.is_const]
+            if any(t is None for t in x):
+                raise TargetError(f"{n.op} '{n.name}': an input is not available in region "
+                                  f"{region.name!r}")
+            packed[id(n.outputs[0])] = _lower_alu_node(ctx, n, x)
+        else:
+            raise UnsupportedOpError(f"vta: no lowering for {n.op} '{n.name}' (the rules "
+                                     f"should have kept it on the cpu)")
+    outputs = []
+    for v in region.outputs:
+        t = packed.get(id(v))
+        if t is None:
+            raise TargetError(f"region {region.name!r}: output {v.name!r} is not produced")
+        outputs.append(Binding(v.name, t.buffer, tuple(v.type.shape)))
+    seg = ctx.finish([packed[id(v)] for v in region.outputs])
+    layers = [LayerInfo(r.name, r.kind, int(r.useful_macs), int(r.performed_macs))
+              for r in seg.reports]
+    return VTAKernel(region.name, seg.program, inputs, outputs, dict(seg.constants), layers)
