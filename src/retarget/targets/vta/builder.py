@@ -412,6 +412,40 @@ class StreamBuilder:
         only means gemm()/alu() load it again."""
         self._make_resident(kernel)
 
+    def preload_kernels(self, kernels: Iterable[UopKernel]) -> None:
+        """Make every kernel of `kernels` resident with ONE LOAD UOP: the missing ones get a
+        fresh contiguous copy in the uop image and contiguous uop-SRAM entries. Each LOAD pays
+        the DMA latency on the compute module (and may wait behind other transfers on the
+        shared bus), so a layer's kernels are cheaper loaded together. Falls back to one load
+        per kernel when together they exceed the uop buffer."""
+        missing: dict[tuple, UopKernel] = {}
+        for k in kernels:
+            if k.key not in self._resident:
+                missing.setdefault(k.key, k)
+        n = sum(len(k.uops) for k in missing.values())
+        if len(missing) <= 1 or n > self.cfg.uop_depth:
+            for k in missing.values():
+                self._make_resident(k)
+            return
+        first = self._uop_words
+        for key, k in missing.items():     # a fresh copy, so the transfer is one DRAM range
+            self._kernel_dram[key] = self._uop_words
+            self._uop_chunks.append(encode_uops(k.uops, self.layout))
+            self._uop_words += len(k.uops)
+        start = self._ring_ptr if self._ring_ptr + n <= self.cfg.uop_depth else 0
+        for other, (b, e) in list(self._resident.items()):
+            if b < start + n and start < e:
+                del self._resident[other]
+                self.stats["uop_cache_evictions"] += 1
+        idx = self._emit(MemInsn(Opcode.LOAD, Deps(), MemType.UOP, start, first, 1, n, n))
+        self._uop_loads.append(idx)
+        at = start
+        for key, k in missing.items():
+            self._resident[key] = (at, at + len(k.uops))
+            at += len(k.uops)
+        self.stats["uop_cache_misses"] += len(missing)
+        self._ring_ptr = start + n
+
     def _check_reach(self, what: str, k: UopKernel, src_type: MemType, use_wgt: bool) -> None:
         d, s, w = k.max_indices()
         checks = [("dst", d, MemType.ACC), ("src", s, src_type)]

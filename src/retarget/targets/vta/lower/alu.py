@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ....errors import TargetError
+from ..builder import UopKernel
 from ..isa import ITER_BITS, AluOp
 from .context import LoweringContext
 from .layers import Requant
@@ -46,22 +47,33 @@ class Region:
         return self.tn * self.tc * self.npos
 
 
-def range_op(ctx: LoweringContext, base: int, count: int, op: AluOp, imm: int) -> None:
-    """`op` with an immediate over ACC entries [base, base + count)."""
+def range_kernels(ctx: LoweringContext, base: int, count: int) -> list[UopKernel]:
+    """The kernels covering ACC entries [base, base + count) (one per loop-extent chunk)."""
+    out = []
     for lo in range(base, base + count, MAX_EXTENT):
         n = min(MAX_EXTENT, base + count - lo)
-        k = ctx.kernel(("range", lo, n), lambda: ([(lo, lo)], [(n, 1, 1)]))
+        out.append(ctx.kernel(("range", lo, n), lambda: ([(lo, lo)], [(n, 1, 1)])))
+    return out
+
+
+def range_op(ctx: LoweringContext, base: int, count: int, op: AluOp, imm: int) -> None:
+    """`op` with an immediate over ACC entries [base, base + count)."""
+    for k in range_kernels(ctx, base, count):
         ctx.b.alu(k, op, imm)
+
+
+def vector_kernel(ctx: LoweringContext, r: Region, j: int) -> UopKernel:
+    """The kernel of acc[n][c][p] = op(acc[n][c][p], const[c][j]) over the whole region."""
+    if r.npos > MAX_EXTENT or r.tn > MAX_EXTENT:
+        raise TargetError(f"internal: ALU region {r} exceeds the loop extents")
+    return ctx.kernel(("vec", r.base, r.tn, r.tc, r.npos, r.const_base, r.nconst, j), lambda: (
+        [(r.base + c * r.npos, r.const_base + c * r.nconst + j) for c in range(r.tc)],
+        [(r.tn, r.tc * r.npos, 0), (r.npos, 1, 0)]))
 
 
 def vector_op(ctx: LoweringContext, r: Region, op: AluOp, j: int) -> None:
     """acc[n][c][p] = op(acc[n][c][p], const[c][j]) over the whole region."""
-    if r.npos > MAX_EXTENT or r.tn > MAX_EXTENT:
-        raise TargetError(f"internal: ALU region {r} exceeds the loop extents")
-    k = ctx.kernel(("vec", r.base, r.tn, r.tc, r.npos, r.const_base, r.nconst, j), lambda: (
-        [(r.base + c * r.npos, r.const_base + c * r.nconst + j) for c in range(r.tc)],
-        [(r.tn, r.tc * r.npos, 0), (r.npos, 1, 0)]))
-    ctx.b.alu(k, op)
+    ctx.b.alu(vector_kernel(ctx, r, j), op)
 
 
 def _left_clamp(k: int, lo: int, hi: int) -> tuple[int, int]:
@@ -96,20 +108,31 @@ def requant_vectors(r: Requant, channels: int, cob: int, cfg, bias: np.ndarray |
     return np.ascontiguousarray(np.broadcast_to(v, (cob, len(vecs), b, bo))).astype(np.int32)
 
 
-def emit_requant(ctx: LoweringContext, r: Region, req: Requant, *, vectors: bool,
-                 half_folded: bool) -> None:
-    """Requantise region `r` in place (see the module docstring). `vectors`: r's constant
-    vectors (from requant_vectors) are loaded; vector 0 is then added first."""
-    rng = lambda op, imm: range_op(ctx, r.base, r.size, op, imm)  # noqa: E731
+AluStep = tuple[UopKernel, AluOp, "int | None"]
+
+
+def requant_steps(ctx: LoweringContext, r: Region, req: Requant, *, vectors: bool,
+                  half_folded: bool) -> list[AluStep]:
+    """The ALU instructions (kernel, op, immediate or None for the vector operand) that
+    requantise region `r` in place (see the module docstring), without emitting them: a
+    caller can load their kernels ahead of time. `vectors`: r's constant vectors (from
+    requant_vectors) are loaded; vector 0 is then added first."""
+    steps: list[AluStep] = []
+
+    def rng(op, imm):
+        steps.extend((k, op, imm) for k in range_kernels(ctx, r.base, r.size))
+
+    def vec(op, j):
+        steps.append((vector_kernel(ctx, r, j), op, None))
     if vectors:
-        vector_op(ctx, r, AluOp.ADD, 0)
+        vec(AluOp.ADD, 0)
     if req.per_channel:
         if not vectors:
             raise TargetError("internal: per-channel requantisation needs its vectors")
         if min(req.shift) < 0:
-            vector_op(ctx, r, AluOp.MIN, 2)
-            vector_op(ctx, r, AluOp.MAX, 3)
-        vector_op(ctx, r, AluOp.SHR, 1)
+            vec(AluOp.MIN, 2)
+            vec(AluOp.MAX, 3)
+        vec(AluOp.SHR, 1)
     else:
         s = req.shift
         if s > 0 and half_folded:
@@ -128,3 +151,15 @@ def emit_requant(ctx: LoweringContext, r: Region, req: Requant, *, vectors: bool
             rng(AluOp.SHR, s)
     rng(AluOp.MIN, req.hi)
     rng(AluOp.MAX, req.lo)
+    return steps
+
+
+def emit_steps(ctx: LoweringContext, steps: list[AluStep]) -> None:
+    for k, op, imm in steps:
+        ctx.b.alu(k, op, imm)
+
+
+def emit_requant(ctx: LoweringContext, r: Region, req: Requant, *, vectors: bool,
+                 half_folded: bool) -> None:
+    """Requantise region `r` in place (requant_steps, emitted)."""
+    emit_steps(ctx, requant_steps(ctx, r, req, vectors=vectors, half_folded=half_folded))

@@ -25,7 +25,7 @@ import numpy as np
 from ....errors import InputError, TargetError
 from ..isa import MemType
 from ..layout import pack_oihw
-from .alu import Region, emit_requant, requant_vectors
+from .alu import Region, emit_steps, requant_steps, requant_vectors
 from .context import LayerReport, LoweringContext
 from .layers import Conv2d, Dense, reason
 from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, choose_schedule,
@@ -65,7 +65,9 @@ def pack_conv_weight(layer: Conv2d, weight: np.ndarray, cfg, depthwise: bool) ->
     return out
 
 
-def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
+def _co_plans(g: ConvGeom, s: Schedule, first_only: bool = False) -> list[tuple]:
+    """(first output block, blocks, reduction phases, first input block per output block) per
+    output-channel tile."""
     groups = g.cob // g.cog
     if conv_spans(g, s):
         co_tiles = [(c0, min(s.tile_co, g.cob - c0)) for c0 in range(0, g.cob, s.tile_co)]
@@ -73,7 +75,7 @@ def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
         co_tiles = [(gr * g.cog + c, min(s.tile_co, g.cog - c)) for gr in range(groups)
                     for c in range(0, g.cog, s.tile_co)]
     co_plans = []
-    for c0, tco in co_tiles:
+    for c0, tco in co_tiles[:1] if first_only else co_tiles:
         if conv_spans(g, s):
             gr0 = c0 // g.cog
             offs = tuple(((c0 + j) // g.cog - gr0) * g.cig for j in range(tco))
@@ -85,10 +87,22 @@ def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
             phases = tuple((p0, min(s.tile_ci, g.cig - p0), base + p0, min(s.tile_ci, g.cig - p0))
                            for p0 in range(0, g.cig, s.tile_ci))
         co_plans.append((c0, tco, phases, offs))
+    return co_plans
+
+
+def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
+    co_plans = _co_plans(g, s)
     return [_Tile(n0, min(s.tile_n, g.nb - n0), oh0, min(s.tile_h, g.oh - oh0), ow0,
                   min(s.tile_w, g.ow - ow0), c0, tco, phases, offs)
             for n0 in range(0, g.nb, s.tile_n) for oh0 in range(0, g.oh, s.tile_h)
             for ow0 in range(0, g.ow, s.tile_w) for c0, tco, phases, offs in co_plans]
+
+
+def _first_tile(g: ConvGeom, s: Schedule) -> _Tile:
+    """_tiles(g, s)[0] without building the others."""
+    (c0, tco, phases, offs), = _co_plans(g, s, first_only=True)
+    return _Tile(0, min(s.tile_n, g.nb), 0, min(s.tile_h, g.oh), 0, min(s.tile_w, g.ow), c0, tco,
+                 phases, offs)
 
 
 def _window(o0: int, t: int, stride: int, k: int, pad0: int, size: int):
@@ -110,6 +124,8 @@ class _ConvEmitter:
         self.resident = resident_consts(g, c, nconst) > 0
         self.const_off = s.tile_n * s.tile_co * s.tile_h * s.tile_w
         self.gemm_iters = 0
+        self.passes = len(requant_steps(ctx, Region(0, 1, 1, 1, 0, nconst), layer.requant,
+                                        vectors=True, half_folded=True))
 
     # ---- loads ----------------------------------------------------------------------------
     def load_inp(self, t: _Tile, ph, base: int) -> None:
@@ -150,11 +166,13 @@ class _ConvEmitter:
     def const_base(self, t: _Tile, acc: int) -> int:
         return t.c0 * self.nconst if self.resident else acc + self.const_off
 
-    def start(self, t: _Tile, acc: int) -> None:
-        """Zero the tile's accumulators and (unless resident) load its bias (+ shift) vectors."""
+    def reset_kernel(self, t: _Tile, acc: int):
         n = t.tn * t.tco * t.th * t.tw
-        k = self.ctx.kernel(("reset", acc, n), lambda: ([(acc, 0, 0)], [(n, 1, 0)]))
-        self.b.gemm(k, reset=True)
+        return self.ctx.kernel(("reset", acc, n), lambda: ([(acc, 0, 0)], [(n, 1, 0)]))
+
+    def start(self, t: _Tile, acc: int, reset) -> None:
+        """Zero the tile's accumulators and (unless resident) load its bias (+ shift) vectors."""
+        self.b.gemm(reset, reset=True)
         if not self.resident:
             m = t.tco * self.nconst
             self.b.load_2d(MemType.ACC, acc + self.const_off, self.cbuf, t.c0 * self.nconst,
@@ -185,31 +203,87 @@ class _ConvEmitter:
         return [ctx.kernel(key + (n,), lambda: (uops(n), [
             (t.th, t.tw, g.sh * cols, 0), (t.tw, 1, g.sw, 0)])) for n in range(t.tn)]
 
-    def gemm(self, t: _Tile, ph, acc: int, inp: int, wgt: int) -> None:
-        for k in self.kernels(t, ph, acc, inp, wgt):
-            self.b.gemm(k)
-        self.gemm_iters += t.tn * t.th * t.tw * t.tco * ph[1] * self.g.kk
+    def chunks(self, t: _Tile, last: bool) -> list[tuple[int, int, int, int]]:
+        """How the tile's epilogue and store are cut: (first co block, co blocks, first row,
+        rows). One piece, except for the layer's last tile (batch tile of one), whose store
+        nothing else can hide: its epilogue and store go in k pieces, so the store module
+        drains piece j while the ALU works on piece j+1. k balances the ALU instructions
+        each piece adds against the last piece's store (the layer's tail)."""
+        if not last or t.tn != 1:
+            return [(0, t.tco, 0, t.th)]
+        c = self.ctx.cfg
+        n = t.tco * t.th * t.tw
+        beats = max(1, c.out_elem_bytes // c.bus_bytes)
+        per_piece = self.passes * (c.insn_overhead + c.alu_pipeline) + c.dma_latency
+        k = max(1, min(round((n * beats / per_piece) ** 0.5), t.tco * t.th))
+        if k <= t.tco:
+            per = -(-t.tco // k)
+            return [(j, min(per, t.tco - j), 0, t.th) for j in range(0, t.tco, per)]
+        rows = -(-t.th // -(-k // t.tco))
+        return [(j, 1, r, min(rows, t.th - r)) for j in range(t.tco)
+                for r in range(0, t.th, rows)]
 
-    def epilogue(self, t: _Tile, acc: int) -> None:
-        r = Region(acc, t.tn, t.tco, t.th * t.tw, self.const_base(t, acc), self.nconst)
-        emit_requant(self.ctx, r, self.layer.requant, vectors=True, half_folded=True)
+    def epilogue_steps(self, t: _Tile, acc: int, piece) -> list:
+        j0, nj, r0, nr = piece
+        npos = t.th * t.tw
+        if nj == t.tco and nr == t.th:
+            r = Region(acc, t.tn, t.tco, npos, self.const_base(t, acc), self.nconst)
+        else:
+            r = Region(acc + j0 * npos + r0 * t.tw, 1, nj, nr * t.tw if nj == 1 else npos,
+                       self.const_base(t, acc) + j0 * self.nconst, self.nconst)
+        return requant_steps(self.ctx, r, self.layer.requant, vectors=True, half_folded=True)
 
-    def store(self, t: _Tile, acc: int) -> None:
+    def store(self, t: _Tile, acc: int, piece) -> None:
         g, b, buf = self.g, self.b, self.out.buffer
+        j0, nj, r0, nr = piece
         npos, opos = t.th * t.tw, g.oh * g.ow
         if opos == 1:
-            b.store_2d(acc, buf, t.n0 * g.cob + t.c0, t.tco, t.tn, g.cob)
+            b.store_2d(acc + j0, buf, t.n0 * g.cob + t.c0 + j0, nj, t.tn, g.cob)
             return
         for n in range(t.tn):
             first = ((t.n0 + n) * g.cob + t.c0) * opos
-            if npos == opos:
-                b.store_2d(acc + n * t.tco * npos, buf, first, opos, t.tco, opos)
+            if t.tw == g.ow and nr == t.th:       # whole rows: one run per channel block
+                b.store_2d(acc + (n * t.tco + j0) * npos, buf,
+                           first + j0 * opos + t.oh0 * g.ow, npos, nj, opos)
                 continue
-            for j in range(t.tco):
-                b.store_2d(acc + (n * t.tco + j) * npos, buf,
-                           first + j * opos + t.oh0 * g.ow + t.ow0, t.tw, t.th, g.ow)
+            for j in range(j0, j0 + nj):
+                src = acc + (n * t.tco + j) * npos + r0 * t.tw
+                dst = first + j * opos + (t.oh0 + r0) * g.ow + t.ow0
+                if t.tw == g.ow:                  # full-width rows are contiguous
+                    b.store_2d(src, buf, dst, nr * t.tw, 1, nr * t.tw)
+                else:
+                    b.store_2d(src, buf, dst, t.tw, nr, g.ow)
 
     # ---- the pipeline ---------------------------------------------------------------------
+    def plan(self, tiles: list[_Tile]) -> list[tuple]:
+        """Per tile: (ACC base, reset kernel, GEMM kernels per phase, [(epilogue ALU steps,
+        store piece)]). Building every kernel up front lets run() load them all at once."""
+        v, plans = self.s.vthreads, []
+        for i, t in enumerate(tiles):
+            th = i % v
+            acc, inp, wgt = self.acc0 + th * self.acc_half, th * self.inp_half, th * self.wgt_half
+            gemms = [self.kernels(t, ph, acc, inp, wgt) for ph in t.phases]
+            pieces = self.chunks(t, i == len(tiles) - 1)
+            epi = [(self.epilogue_steps(t, acc, pc), pc) for pc in pieces]
+            plans.append((acc, self.reset_kernel(t, acc), gemms, epi))
+        return plans
+
+    def preload(self, plans: list[tuple]) -> None:
+        """Load the layer's micro-op kernels before its first GEMM, in one LOAD UOP when they
+        fit in half the uop buffer (each LOAD UOP costs the compute module a DMA latency and,
+        issued lazily mid-layer, waited behind the load module's transfers on the shared bus);
+        otherwise the first tiles' kernels only."""
+        seen: dict[tuple, object] = {}
+        for _, reset, gemms, epi in plans:
+            for k in [reset] + [k for ks in gemms for k in ks] + \
+                    [st[0] for steps, _ in epi for st in steps]:
+                seen.setdefault(k.key, k)
+        kernels = list(seen.values())
+        if sum(len(k.uops) for k in kernels) > self.ctx.cfg.uop_depth // 2:
+            v = self.s.vthreads
+            kernels = [k for _, reset, gemms, _ in plans[:v] for k in [reset] + gemms[0]]
+        self.b.preload_kernels(kernels)
+
     def run(self) -> None:
         tiles, v, tok = _tiles(self.g, self.s), self.s.vthreads, self.ctx.tokens
         # Which loads each (tile, phase) needs given what its thread's halves already hold,
@@ -226,16 +300,11 @@ class _ConvEmitter:
                 resident[th] = (ik, wk)
                 if any(needs[i, p]):
                     last_load[th] = (i, p)
+        plans = self.plan(tiles)
         gemm_tok, store_tok = [None] * v, [None] * v
+        self.preload(plans)
         if self.resident:
             self.load_consts()
-        acc0 = self.acc0
-        # The first tiles' micro-ops are loaded before the load module's first transfers can
-        # occupy the bus (loaded lazily, thread 1's kernel waited behind thread 0's next weights).
-        for th, t in enumerate(tiles[:v]):
-            for k in self.kernels(t, t.phases[0], acc0 + th * self.acc_half, th * self.inp_half,
-                                  th * self.wgt_half):
-                self.b.preload_kernel(k)
         for first in range(0, len(tiles), v):
             group = list(enumerate(tiles[first:first + v]))
             l2g = [None] * v
@@ -251,21 +320,36 @@ class _ConvEmitter:
                             self.load_wgt(t, t.phases[p], th * self.wgt_half)
                         l2g[th] = tok.push("l2g")
                 for th, t in group:
+                    acc, reset, gemms, _ = plans[first + th]
                     if p == 0:
                         tok.wait("s2g", store_tok[th])
-                        self.start(t, acc0 + th * self.acc_half)
+                        self.start(t, acc, reset)
                     tok.wait("l2g", l2g[th])
-                    self.gemm(t, t.phases[p], acc0 + th * self.acc_half, th * self.inp_half,
-                              th * self.wgt_half)
+                    for k in gemms[p]:
+                        self.b.gemm(k)
+                    self.gemm_iters += t.tn * t.th * t.tw * t.tco * t.phases[p][1] * self.g.kk
                     if (first + th, p) < last_load[th]:
                         gemm_tok[th] = tok.push("g2l")
+            # Epilogues, then stores; a tile cut in pieces (the last) stores each piece as
+            # soon as its ALU work is done, interleaved in the stream so that the fetch stage
+            # never holds the store back behind a full compute queue.
             g2s = [None] * v
             for th, t in group:
-                self.epilogue(t, acc0 + th * self.acc_half)
+                acc, _, _, epi = plans[first + th]
+                if len(epi) > 1:
+                    continue
+                emit_steps(self.ctx, epi[0][0])
                 g2s[th] = tok.push("g2s")
             for th, t in group:
-                tok.wait("g2s", g2s[th])
-                self.store(t, acc0 + th * self.acc_half)
+                acc, _, _, epi = plans[first + th]
+                if len(epi) == 1:
+                    tok.wait("g2s", g2s[th])
+                    self.store(t, acc, epi[0][1])
+                else:
+                    for steps, piece in epi:
+                        emit_steps(self.ctx, steps)
+                        tok.wait("g2s", tok.push("g2s"))
+                        self.store(t, acc, piece)
                 if first + th < last_tile[th]:
                     store_tok[th] = tok.push("s2g")
 

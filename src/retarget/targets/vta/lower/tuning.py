@@ -30,7 +30,7 @@ from .tensor import ceil_div
 # ~30 us per instruction in Python, which dominates compile time): convolutions are ranked by
 # conv_cycles, which orders them well; ALU layers only by their DRAM traffic, but their choices
 # matter less (a few ALU passes per element whatever the tiling).
-TIMED_PER_THREAD_COUNT = 3
+TIMED_PER_THREAD_COUNT = 2
 TIMED_ALU = 1
 SCREENED = 24                  # candidates ranked by conv_cycles after the closed-form screen
 NEAR = 0.10                    # a thread count more than 10% worse by the estimate is not timed
@@ -182,7 +182,8 @@ def model_cost(layer: Layer, cfg: VTAConfig, s: Schedule, e=None) -> float:
 
 def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     """Closed-form lower bound of conv_cycles: the compute module's own work (GEMM products,
-    resets, requantisation passes, per-instruction costs; no waiting), O(1) per schedule."""
+    resets, requantisation passes, per-instruction costs) plus the wait for the first tile's
+    first loads (less the reset that overlaps it), O(1) per schedule."""
     if isinstance(layer, Dense):
         layer = layer.as_conv()
     g, c = conv_geom(layer, cfg), cfg
@@ -195,21 +196,56 @@ def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) 
     acc = g.nb * g.oh * g.ow * g.cob
     work = acc * g.cig * g.kk
     passes = _epilogue_passes(layer)
-    return (work + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline) + acc
-            + passes * (items * (c.insn_overhead + c.alu_pipeline) + acc * c.alu_ii))
+    compute = (work + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline) + acc
+               + passes * (items * (c.insn_overhead + c.alu_pipeline) + acc * c.alu_ii))
+    # Nothing but the first tile's reset can run before its first phase has been loaded: a
+    # big first load (wide weight tiles) costs that much more on every thread count.
+    from .conv import _first_tile
+    t0 = _first_tile(g, s)
+    reset0 = c.insn_overhead + c.gemm_pipeline + t0.tn * t0.tco * t0.th * t0.tw
+    return compute + max(0, _first_load_cycles(g, cfg, t0) - reset0)
+
+
+def _first_load_cycles(g, c: VTAConfig, t) -> int:
+    """Load-module cycles of a tile's first phase (inputs and weights), as conv_cycles costs
+    them (the bus to itself)."""
+    from .conv import _window
+    ovh_lat = c.insn_overhead + c.dma_latency
+    _, tci, _, nci = t.phases[0]
+    _, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
+    _, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
+    eb, bus = c.inp_elem_bytes, c.bus_bytes
+    if g.h * g.w == 1 and rows * cols == 1:
+        inp = ovh_lat + t.tn * ceil_div(nci * eb, bus)
+    elif r_n == g.h and c_n == g.w and not (ypb or ypa or xpb or xpa):
+        inp = t.tn * (ovh_lat + nci * ceil_div(g.h * g.w * eb, bus))
+    else:
+        inp = t.tn * nci * (ovh_lat + r_n * ceil_div(c_n * eb, bus) + rows * cols - r_n * c_n)
+    x = tci * g.kk
+    wgt = ovh_lat + (ceil_div(x * t.tco * c.wgt_elem_bytes, bus) if x == g.cig * g.kk
+                     else t.tco * ceil_div(x * c.wgt_elem_bytes, bus))
+    return inp + wgt
+
+
+def _screen(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> float:
+    """Closed-form screen: with two threads loads overlap the other thread's compute, so the
+    larger of the compute bound and the bus time; with one, a thread's next load waits for
+    its GEMM and the GEMM for the load, so the two mostly add up."""
+    bus = estimate(layer, cfg, s).dram_bytes / cfg.bus_bytes
+    lb = conv_cycles_lower_bound(layer, cfg, s)
+    return lb + bus if s.vthreads == 1 else max(lb, bus)
 
 
 def _ranked(layer: Layer, cfg: VTAConfig, cands: list[Schedule], keep: int) -> list:
     """The `keep` candidates of least analytic cost, as (cost, schedule). Convolutions: every
-    candidate gets a closed-form screen, max(compute lower bound, estimated DRAM bytes over the
+    candidate gets a closed-form screen (_screen: compute lower bound and DRAM bytes over the
     bus); conv_cycles is evaluated on the SCREENED best by that screen (the screen's order
     matches conv_cycles' well; this bounds the search for layers with hundreds of tilings)."""
     if not isinstance(layer, (Conv2d, Dense)):
         scored = [(dram_cost(layer, cfg, s, estimate(layer, cfg, s)), s) for s in cands]
         return sorted(scored, key=lambda x: x[0])[:keep]
-    screen = sorted(((max(conv_cycles_lower_bound(layer, cfg, s),
-                          estimate(layer, cfg, s).dram_bytes / cfg.bus_bytes), i, s)
-                     for i, s in enumerate(cands)), key=lambda x: x[:2])
+    screen = sorted(((_screen(layer, cfg, s), i, s) for i, s in enumerate(cands)),
+                    key=lambda x: x[:2])
     scored = [(conv_cycles(layer, cfg, s), s) for _, _, s in screen[:SCREENED]]
     return sorted(scored, key=lambda x: x[0])[:keep]
 
