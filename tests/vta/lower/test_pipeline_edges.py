@@ -88,3 +88,19 @@ def test_builder_preload_kernels_one_load_and_fallback():
     n1 = len(b.insns)
     b.preload_kernels([big, big2])            # together too large: one load each
     assert len(b.insns) == n1 + 2
+
+
+@pytest.mark.parametrize("v", [1, 2])
+def test_one_row_kernel_with_stride_loads_only_the_rows_it_reads(v):
+    """A 1x1 stride-2 conv reads every other input row: the LOAD skips the rest (DRAM row
+    stride 2w), so the input bytes are the read rows' only, and the result is unchanged."""
+    rng = np.random.default_rng(5)
+    layer = Conv2d("c", (1, 32, 9, 9), 32, (1, 1), (2, 2), (0, 0, 0, 0), 1, Requant(6, 0, 127))
+    x, w = rand_int8(rng, layer.in_shape), rand_int8(rng, (32, 32, 1, 1))
+    b = rng.integers(-500, 500, 32).astype(np.int32)
+    got, _, run = run_one("pynq", lower_conv2d, layer, [x], consts=(w, b),
+                          schedule=Schedule(1, 5, 5, 1, 2, v))
+    np.testing.assert_array_equal(got, reference(layer, x, w, b))
+    # 5 of the 9 rows, all 9 columns (a row is one contiguous run), 2 blocks of 16 channels,
+    # loaded once per thread that holds it
+    assert run.result.counters.inp_load_nbytes == v * 5 * 9 * 32

@@ -131,9 +131,10 @@ class _ConvEmitter:
     def load_inp(self, t: _Tile, ph, base: int) -> None:
         g, b, buf = self.g, self.b, self.x.buffer
         _, _, ci0, nci = ph
-        r_lo, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
+        r_lo, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
         c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
         hw = g.h * g.w
+        ystride = g.w * (g.sh if g.skip_rows else 1)
         if hw == 1 and rows * cols == 1:      # a matrix: one 2-D load of [n][ci]
             b.load_2d(MemType.INP, base, buf, t.n0 * g.cib + ci0, nci, t.tn, g.cib)
             return
@@ -145,7 +146,8 @@ class _ConvEmitter:
                 continue
             for ci in range(nci):
                 b.load_2d(MemType.INP, base + (n * nci + ci) * rows * cols, buf,
-                          first + ci * hw + r_lo * g.w + c_lo, c_n, r_n, g.w, xpb, ypb, xpa, ypa)
+                          first + ci * hw + r_lo * g.w + c_lo, c_n, r_n, ystride, xpb, ypb, xpa,
+                          ypa)
 
     def load_wgt(self, t: _Tile, ph, base: int) -> None:
         g = self.g
@@ -196,12 +198,12 @@ class _ConvEmitter:
         # The key must name everything uops() and the loops read: two layers with equal tiles
         # but other kernel sizes, input tile shapes or strides need different micro-ops.
         key = ("gemm", acc, inp, wgt, t.tn, t.tco, t.th, t.tw, tci, nci, t.offs,
-               g.kh, g.kw, rows, cols, g.sh, g.sw)
+               g.kh, g.kw, rows, cols, g.row_pitch, g.sw)
         if npos == 1:    # loop over the batch blocks
             return [ctx.kernel(key, lambda: (uops(0), [(t.tn, t.tco, nci * rows * cols, 0)]))]
         # loop over the tile's output rows and columns, one GEMM per batch block
         return [ctx.kernel(key + (n,), lambda: (uops(n), [
-            (t.th, t.tw, g.sh * cols, 0), (t.tw, 1, g.sw, 0)])) for n in range(t.tn)]
+            (t.th, t.tw, g.row_pitch * cols, 0), (t.tw, 1, g.sw, 0)])) for n in range(t.tn)]
 
     def chunks(self, t: _Tile, last: bool) -> list[tuple[int, int, int, int]]:
         """How the tile's epilogue and store are cut: (first co block, co blocks, first row,

@@ -69,13 +69,31 @@ class ConvGeom:
     cig: int = 1     # input blocks per group (the reduction length per output block)
     cog: int = 1     # output blocks per group
     diag: bool = False
+    # A one-row kernel with a row stride reads only every sh-th input row: the LOAD skips the
+    # others (DRAM row stride sh*w) and the tile holds one input row per output row.
+    skip_rows: bool = False
 
     @property
     def kk(self) -> int:
         return self.kh * self.kw
 
+    @property
+    def row_pitch(self) -> int:
+        """Input-tile rows between consecutive output rows."""
+        return 1 if self.skip_rows else self.sh
+
     def in_rows(self, th: int) -> int:
-        return (th - 1) * self.sh + self.kh
+        return th if self.skip_rows else (th - 1) * self.sh + self.kh
+
+    def row_window(self, oh0: int, th: int):
+        """(first real input row, real rows, pad before, pad after, tile rows) of an output
+        row range, like conv._window; with skip_rows the rows are every sh-th one."""
+        if self.skip_rows:
+            return oh0 * self.sh, th, 0, 0, th
+        r0 = oh0 * self.sh - self.pads[0]
+        r1 = r0 + (th - 1) * self.sh + self.kh
+        lo, hi = max(r0, 0), min(r1, self.h)
+        return lo, hi - lo, lo - r0, r1 - hi, r1 - r0
 
     def in_cols(self, tw: int) -> int:
         return (tw - 1) * self.sw + self.kw
@@ -93,8 +111,9 @@ def conv_geom(layer: Conv2d | Pool2d, cfg: VTAConfig) -> ConvGeom:
         raise TargetError(f"Conv2d '{layer.name}': {groups}")
     cig, cog, diag = groups
     cib, cob = ceil_div(c, cfg.block_in), ceil_div(layer.out_channels, cfg.block_out)
+    kh, sh = layer.kernel[0], layer.stride[0]
     return ConvGeom(nb, cib, cob, h, w, oh, ow, *layer.kernel, *layer.stride, layer.pads,
-                    cig, cog, diag)
+                    cig, cog, diag, skip_rows=kh == 1 and sh > 1 and h > 1)
 
 
 def conv_consts(layer: Conv2d) -> int:
@@ -181,7 +200,7 @@ def estimate_conv(layer: Conv2d, cfg: VTAConfig, s: Schedule) -> Estimate:
     groups = g.cob // g.cog
     nco = ceil_div(g.cob, s.tile_co) if spans else groups * ceil_div(g.cog, s.tile_co)
     nph = 1 if spans else ceil_div(g.cig, s.tile_ci)
-    rows = _axis_real(g.h, g.oh, s.tile_h, g.kh, g.sh, g.pads[0])
+    rows = g.oh if g.skip_rows else _axis_real(g.h, g.oh, s.tile_h, g.kh, g.sh, g.pads[0])
     cols = _axis_real(g.w, g.ow, s.tile_w, g.kw, g.sw, g.pads[1])
     per_block = rows * cols * g.nb * cfg.inp_elem_bytes     # one input block, every tile
     if groups == 1 and nph == 1:

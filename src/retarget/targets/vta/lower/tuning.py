@@ -92,7 +92,7 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                 resident_keys[th] = (ik, wk)
                 cost = 0
                 if need_i:
-                    r_lo, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
+                    r_lo, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
                     c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
                     if hw == 1 and rows * cols == 1:
                         d, b = dma(t.tn, nci, c.inp_elem_bytes)
@@ -212,7 +212,7 @@ def _first_load_cycles(g, c: VTAConfig, t) -> int:
     from .conv import _window
     ovh_lat = c.insn_overhead + c.dma_latency
     _, tci, _, nci = t.phases[0]
-    _, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
+    _, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
     _, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
     eb, bus = c.inp_elem_bytes, c.bus_bytes
     if g.h * g.w == 1 and rows * cols == 1:
