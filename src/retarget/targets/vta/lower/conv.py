@@ -8,7 +8,12 @@ Per output tile (batch blocks x rows x cols x output channel blocks), for each r
 (a tile of input channel blocks): LOAD INP with the convolution's padding done by the LOAD's
 pad fields (a tile at the image border gets pads, an inner tile none), LOAD WGT, GEMM with
 loops over the tile's output rows and columns and one micro-op per (output block, input block,
-tap). Then bias + rounding, shift and clip on the ALU, and STORE of the int8 tile.
+tap). Then bias + rounding, shift and clip on the ALU, and STORE of the int8 tile. A one-row
+kernel with a row stride loads only the rows it reads (ConvGeom.skip_rows).
+
+Every micro-op kernel of the layer is built up front (plan) and loaded by one LOAD UOP before
+the first GEMM. The layer's last tile requantises and stores in pieces (chunks), so that its
+store, which nothing else hides, mostly overlaps its own ALU work.
 
 Virtual threads: tiles alternate between thread halves of INP/WGT/ACC and are emitted in
 lockstep (all threads' loads of a phase, then their GEMMs, then the epilogues and stores), with
