@@ -19,6 +19,13 @@ MAX_RIGHT_SHIFT, MAX_LEFT_SHIFT = 31, 30
 MAX_PAD = 15            # the LOAD's 4-bit padding fields
 
 
+def window_out_hw(in_shape, kernel, stride, pads) -> tuple[int, int]:
+    """Output height and width of a sliding window (convolution or pooling) over NCHW."""
+    (_, _, h, w), (kh, kw), (sh, sw) = in_shape, kernel, stride
+    pt, pl, pb, pr = pads
+    return (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+
+
 @dataclass(frozen=True, slots=True)
 class Requant:
     """int32 -> int8: clip(round_half_up(x * 2**-shift), lo, hi), as ops.quantized.requantize.
@@ -51,9 +58,7 @@ class Conv2d:
 
     @property
     def out_hw(self) -> tuple[int, int]:
-        (_, _, h, w), (kh, kw), (sh, sw) = self.in_shape, self.kernel, self.stride
-        pt, pl, pb, pr = self.pads
-        return (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+        return window_out_hw(self.in_shape, self.kernel, self.stride, self.pads)
 
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
@@ -129,9 +134,7 @@ class Pool2d:
 
     @property
     def out_hw(self) -> tuple[int, int]:
-        (_, _, h, w), (kh, kw), (sh, sw) = self.in_shape, self.kernel, self.stride
-        pt, pl, pb, pr = self.pads
-        return (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+        return window_out_hw(self.in_shape, self.kernel, self.stride, self.pads)
 
     @property
     def out_shape(self) -> tuple[int, int, int, int]:
