@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ....ops.quantized import INT8_MAX, INT8_MIN
 from ..config import VTAConfig
 
-INT8_MIN, INT8_MAX = -128, 127
 # The ALU shifts by the low 5 bits of its amount; a right shift beyond 31 or a left shift that
-# could overflow int32 before the clip (see requant.py) is refused instead of computed wrongly.
+# could overflow int32 before the clip (see alu.py) is refused instead of computed wrongly.
 MAX_RIGHT_SHIFT, MAX_LEFT_SHIFT = 31, 30
 MAX_PAD = 15            # the LOAD's 4-bit padding fields
 
