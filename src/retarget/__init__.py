@@ -6,8 +6,9 @@ Public API
 - run(graph, inputs, intermediates=False)        run on the NumPy reference executor
 - quantize(graph, calibration_inputs=None, per_channel=False) -> Graph
                                                  int8 with power-of-two scales
-- compile(graph, target="cpu", cpu_nodes=(), min_region_macs=None, config=None) -> Module
-                                                 partition and lower for a target (compiler.py)
+- compile(graph, target="cpu", cpu_nodes=(), min_region_macs=None, config=None,
+          calibration=None) -> Module           prepare (vta: quantise), partition and lower
+                                                 for a target (compiler.py)
 """
 from .errors import RetargetError
 from .ir import Graph, Node, TensorType, Value
