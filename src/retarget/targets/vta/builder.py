@@ -256,6 +256,14 @@ class StreamBuilder:
         self.stats = {"uop_cache_hits": 0, "uop_cache_misses": 0, "uop_cache_evictions": 0,
                       "token_noops": 0}
         self._finished = False
+        # Per memory type, computed once: these are looked up for every instruction emitted.
+        self._elem_bytes = {MemType.INP: c.inp_elem_bytes, MemType.WGT: c.wgt_elem_bytes,
+                            MemType.ACC: c.acc_elem_bytes, MemType.ACC_8BIT: c.batch * c.block_out,
+                            MemType.OUT: c.out_elem_bytes, MemType.UOP: c.uop_elem_bytes}
+        self._depth = {MemType.INP: c.inp_depth, MemType.WGT: c.wgt_depth,
+                       MemType.ACC: c.acc_depth, MemType.ACC_8BIT: c.acc_depth,
+                       MemType.OUT: min(c.out_depth, c.acc_depth), MemType.UOP: c.uop_depth}
+        self._reach: dict[tuple, tuple[int, int, int]] = {}   # kernel key -> max indices
 
     # ---- DRAM ------------------------------------------------------------------------------
     def alloc(self, name: str, shape: tuple[int, ...], dtype: str = "int8") -> DramBuffer:
@@ -277,16 +285,10 @@ class StreamBuilder:
         return buf
 
     def _dram_elem_bytes(self, mem_type: MemType) -> int:
-        c = self.cfg
-        return {MemType.INP: c.inp_elem_bytes, MemType.WGT: c.wgt_elem_bytes,
-                MemType.ACC: c.acc_elem_bytes, MemType.ACC_8BIT: c.batch * c.block_out,
-                MemType.OUT: c.out_elem_bytes, MemType.UOP: c.uop_elem_bytes}[mem_type]
+        return self._elem_bytes[mem_type]
 
     def _sram_depth(self, mem_type: MemType) -> int:
-        c = self.cfg
-        return {MemType.INP: c.inp_depth, MemType.WGT: c.wgt_depth, MemType.ACC: c.acc_depth,
-                MemType.ACC_8BIT: c.acc_depth, MemType.OUT: min(c.out_depth, c.acc_depth),
-                MemType.UOP: c.uop_depth}[mem_type]
+        return self._depth[mem_type]
 
     def _dram_base(self, what: str, buf: DramBuffer | str, mem_type: MemType, elem_offset: int,
                    x_size: int, y_size: int, x_stride: int) -> int:
@@ -447,7 +449,10 @@ class StreamBuilder:
         self._ring_ptr = start + n
 
     def _check_reach(self, what: str, k: UopKernel, src_type: MemType, use_wgt: bool) -> None:
-        d, s, w = k.max_indices()
+        reach = self._reach.get(k.key)
+        if reach is None:
+            reach = self._reach[k.key] = k.max_indices()
+        d, s, w = reach
         checks = [("dst", d, MemType.ACC), ("src", s, src_type)]
         if use_wgt:
             checks.append(("wgt", w, MemType.WGT))
