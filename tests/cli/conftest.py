@@ -1,7 +1,6 @@
 """Small model files shared by the CLI tests."""
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper

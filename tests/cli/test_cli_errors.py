@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

@@ -1,7 +1,7 @@
 import numpy as np
 
 from retarget.ir.graph import Graph, Node, Value, constant
-from retarget.ir.printer import format_graph, format_node
+from retarget.ir.printer import format_node
 from retarget.ir.types import TensorType
 
 

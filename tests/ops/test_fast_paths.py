@@ -185,11 +185,13 @@ def test_batchnorm_fast_matches_definition(n, c, spatial, dtype, eps, seed):
     fast, naive = _run_both("BatchNormalization", [x, scale, bias, mean, var],
                             dict(epsilon=eps))
     assert fast[0].dtype == naive[0].dtype == x.dtype and fast[0].shape == x.shape
-    # x * k + c in x's dtype vs (x - mean) * k + B in float64: a few ulps of the larger
-    # of the terms, which may cancel, so the tolerance is relative to their size.
+    # x * k + c in x's dtype vs (x - mean) * k + B in float64: a few ulps of the terms, which
+    # may cancel, so the tolerance is relative to their size. c = B - mean * k itself rounds at
+    # the size of |B| + |mean * k| (not of their difference), so both count.
     k = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
     shape = (-1,) + (1,) * len(spatial)
-    size = (np.abs(x * k.reshape(shape)) + np.abs(bias - mean * k).reshape(shape))
+    size = (np.abs(x * k.reshape(shape))
+            + (np.abs(bias) + np.abs(mean * k)).reshape(shape))
     ulp = float(np.finfo(dtype).eps)
     err = np.abs(fast[0].astype(np.float64) - naive[0].astype(np.float64))
     assert (err <= 4 * ulp * (size + 1e-30)).all(), float((err / size).max() / ulp)

@@ -1,6 +1,5 @@
 """quantize(): structure of the integer graph, float-vs-int8 agreement on zoo networks,
 determinism, per-channel scales, shared Concat scales and float fallback."""
-import warnings
 
 import numpy as np
 import pytest

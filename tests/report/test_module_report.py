@@ -14,7 +14,6 @@ from retarget.targets.vta.config import preset
 from retarget.targets.vta.kernel import LayerInfo
 from retarget.targets.vta.timing import simulate_timing
 
-from .test_reports import program
 
 CFG = preset("pynq")
 
@@ -43,7 +42,7 @@ class FakeKernel:
         return next((i for i in self.layers if i.name == name), None)
 
 
-def fake_module(profile=()):
+def fake_module(program, profile=()):
     a, b = program(tiles=6), program(tiles=4, vthreads=1)
     na, nb = len(a.insns), len(b.insns)
     ka = FakeKernel(a, [("a1", 0, na // 2), ("a2", na // 2, na - 1)],
@@ -60,8 +59,8 @@ def fake_module(profile=()):
                            offloaded=[regions[0], regions[2]]), ka, kb
 
 
-def test_regions_in_order_and_network_totals():
-    m, ka, kb = fake_module()
+def test_regions_in_order_and_network_totals(program):
+    m, ka, kb = fake_module(program)
     rep = module_report(m)
     ta, tb = ka.timing(), kb.timing()
     assert [r.name for r in rep.regions] == ["vta_0", "cpu_0", "vta_1"]
@@ -76,18 +75,18 @@ def test_regions_in_order_and_network_totals():
     json.dumps(rep.to_json())                       # JSON-able as it is
 
 
-def test_measured_host_time_comes_from_the_profile():
+def test_measured_host_time_comes_from_the_profile(program):
     prof = [SimpleNamespace(region="cpu_0", seconds=0.002),
             SimpleNamespace(region="vta_0", seconds=0.5)]
-    rep = module_report(fake_module(prof)[0])
+    rep = module_report(fake_module(program, prof)[0])
     assert rep.host_cpu_seconds == pytest.approx(0.002)
     assert rep.regions[0].host_seconds == pytest.approx(0.5)   # simulator wall time, shown
-    assert rep.cycles == module_report(fake_module()[0]).cycles  # never enters the model
+    assert rep.cycles == module_report(fake_module(program)[0]).cycles  # never enters the model
     assert "2.000 ms host time on this machine" in rep.network_line()
 
 
-def test_no_modelled_region_is_an_error():
-    m, _, _ = fake_module()
+def test_no_modelled_region_is_an_error(program):
+    m, _, _ = fake_module(program)
     m.kernels = {}
     with pytest.raises(TargetError, match="no cycle model"):
         module_report(m)

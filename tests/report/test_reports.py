@@ -12,50 +12,19 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from retarget.report.layers import (LayerRow, format_layers, layer_rows, make_row,
+from retarget.report.layers import (format_layers, layer_rows, make_row,
                                     row_from_result, to_csv, to_json, total_row, write_csv,
                                     write_json)
 from retarget.report.roofline import roofline_points, roofline_svg, write_roofline
 from retarget.report.trace import LAYER_TID, chrome_trace, write_trace
-from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.config import preset
-from retarget.targets.vta.isa import AluOp, MemType
 from retarget.targets.vta.timing import MODULES, simulate_timing
 
 CFG = preset("pynq")
 
 
-def program(tiles=6, kb=4, vthreads=2):
-    b = StreamBuilder(CFG)
-    b.alloc("x", (tiles, kb, 1, 16))
-    b.alloc("w", (1, kb, 16, 16))
-    b.alloc("y", (tiles, 1, 1, 16))
-    for t in range(tiles):
-        ctx = t % vthreads
-        if t >= vthreads:
-            b.dep_pop(2, 1)
-        b.load_2d(MemType.INP, ctx * kb, "x", t * kb, kb, 1, kb)
-        b.load_2d(MemType.WGT, ctx * kb, "w", 0, kb, 1, kb)
-        b.dep_push(1, 2)
-        b.dep_pop(1, 2)
-        if t >= vthreads:
-            b.dep_pop(3, 2)
-        b.gemm(b.uop_kernel([(ctx, 0, 0)]), reset=True)
-        b.gemm(b.uop_kernel([(ctx, ctx * kb + k, ctx * kb + k) for k in range(kb)],
-                            [(8, 0, 0)]))
-        b.alu(b.uop_kernel([(ctx, ctx)]), AluOp.SHR, 4)
-        if t + vthreads < tiles:
-            b.dep_push(2, 1)
-        b.dep_push(2, 3)
-        b.dep_pop(2, 3)
-        b.store_2d(ctx, "y", t, 1, 1, 1)
-        if t + vthreads < tiles:
-            b.dep_push(3, 2)
-    return b.finish()
-
-
 @pytest.fixture(scope="module")
-def timed():
+def timed(program):
     prog = program()
     n = len(prog.insns)
     result = simulate_timing(prog, layers=[("first", 0, n // 2), ("second", n // 2, n)])
@@ -80,7 +49,7 @@ def test_row_figures_follow_their_definitions(timed):
         assert 0 < row.roof_fraction <= 1.0 + 1e-9
 
 
-def test_whole_stream_row_and_totals(timed):
+def test_whole_stream_row_and_totals(timed, program):
     _, r = timed
     whole = row_from_result("all", r)
     assert whole.cycles == r.total_cycles and whole.gemm_cycles == r.gemm_cycles
@@ -123,7 +92,7 @@ def test_table_csv_json(timed, tmp_path):
     assert (tmp_path / "l.csv").read_text().count("\n") == 3
 
 
-def test_roofline_svg(timed, tmp_path):
+def test_roofline_svg(timed, tmp_path, program):
     _, r = timed
     one = layer_rows(simulate_timing(program(vthreads=1),
                                      layers=[("first", 0, 10), ("second", 10, 20)]))

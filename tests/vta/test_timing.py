@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retarget.errors import TargetError
-from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.config import preset
 from retarget.targets.vta.isa import (NO_DEPS, AluInsn, AluOp, Deps, FinishInsn, GemmInsn,
                                       MemInsn, MemType, Opcode, encode_stream, layout_for)
@@ -228,38 +227,8 @@ def test_bytes_input_matches_dataclasses():
 
 # ---- layers and the builder ------------------------------------------------------------------
 
-def small_gemm_program(cfg, tiles=4, vthreads=2):
-    """A builder-made blocked GEMM: per tile load x and w, reset, GEMM, SHR, store."""
-    b = StreamBuilder(cfg)
-    kb = 2
-    b.alloc("x", (tiles, kb, cfg.batch, cfg.block_in))
-    b.alloc("w", (1, kb, cfg.block_out, cfg.block_in))
-    b.alloc("y", (tiles, 1, cfg.batch, cfg.block_out))
-    for t in range(tiles):
-        ctx = t % vthreads
-        if t >= vthreads:
-            b.dep_pop(2, 1)
-        b.load_2d(MemType.INP, ctx * kb, "x", t * kb, kb, 1, kb)
-        b.load_2d(MemType.WGT, ctx * kb, "w", 0, kb, 1, kb)
-        b.dep_push(1, 2)
-        b.dep_pop(1, 2)
-        if t >= vthreads:
-            b.dep_pop(3, 2)
-        b.gemm(b.uop_kernel([(ctx, 0, 0)]), reset=True)
-        b.gemm(b.uop_kernel([(ctx, ctx * kb + k, ctx * kb + k) for k in range(kb)]))
-        b.alu(b.uop_kernel([(ctx, ctx)]), AluOp.SHR, 4)
-        if t + vthreads < tiles:
-            b.dep_push(2, 1)
-        b.dep_push(2, 3)
-        b.dep_pop(2, 3)
-        b.store_2d(ctx, "y", t, 1, 1, 1)
-        if t + vthreads < tiles:
-            b.dep_push(3, 2)
-    return b.finish()
-
-
-def test_counters_match_behavioural_simulator():
-    prog = small_gemm_program(preset("pynq"))
+def test_counters_match_behavioural_simulator(blocked_gemm_stream):
+    prog = blocked_gemm_stream(preset("pynq"))
     r = simulate_timing(prog)
     sim = Simulator(prog.config, dram_bytes=prog.dram_bytes)
     sim.dram[:] = prog.dram_image()
@@ -271,8 +240,8 @@ def test_counters_match_behavioural_simulator():
     assert r.alu_cycles == c.alu_counter * prog.config.alu_ii
 
 
-def test_layers_aggregate_to_totals():
-    prog = small_gemm_program(CFG, tiles=4)
+def test_layers_aggregate_to_totals(blocked_gemm_stream):
+    prog = blocked_gemm_stream(CFG, tiles=4)
     n = len(prog.insns)
     half = n // 2
     r = simulate_timing(prog, layers=[("a", 0, half), LayerSpan("b", half, n)])
@@ -291,10 +260,10 @@ def test_layers_aggregate_to_totals():
         simulate_timing(prog, layers=[("a", 3, 3)])
 
 
-def test_program_two_vthreads_faster_than_one():
+def test_program_two_vthreads_faster_than_one(blocked_gemm_stream):
     cfg = preset("pynq")
-    one = simulate_timing(small_gemm_program(cfg, tiles=8, vthreads=1))
-    two = simulate_timing(small_gemm_program(cfg, tiles=8, vthreads=2))
+    one = simulate_timing(blocked_gemm_stream(cfg, tiles=8, vthreads=1))
+    two = simulate_timing(blocked_gemm_stream(cfg, tiles=8, vthreads=2))
     assert two.total_cycles < one.total_cycles
 
 

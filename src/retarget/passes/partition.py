@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 from ..errors import GraphError, RetargetError

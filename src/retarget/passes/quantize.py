@@ -31,7 +31,6 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir.graph import Graph, Node, Value, constant
-from ..ir.types import TensorType
 from ..ops.quantized import INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, quantize_p2
 from .calibrate import Samples, calibrate, frac_bits_for, sample_batches
 from .fold_batchnorm import fold_batchnorm

@@ -23,7 +23,7 @@ are shared by every target.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 

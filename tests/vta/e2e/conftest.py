@@ -37,3 +37,14 @@ def input_for(graph, seed: int = 2):
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture
+def r18_file(tmp_path):
+    """A small ResNet-18 ONNX file and a calibration .npz for the CLI tests."""
+    path = tmp_path / "r18.onnx"
+    path.write_bytes(zoo.build_bytes("resnet18", num_classes=10, **NETS["resnet18"]))
+    calib = tmp_path / "calib.npz"
+    rng = np.random.default_rng(0)
+    np.savez(calib, input=rng.standard_normal((4, 3, 32, 32)).astype(np.float32))
+    return path, calib

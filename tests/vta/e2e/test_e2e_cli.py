@@ -1,21 +1,7 @@
 """`retarget compile --target vta`, `retarget run DIR --check` and `retarget demo`, in process."""
-import numpy as np
-import pytest
 
-from retarget import zoo
 from retarget.cli import main
 
-from .conftest import NETS
-
-
-@pytest.fixture
-def r18_file(tmp_path):
-    path = tmp_path / "r18.onnx"
-    path.write_bytes(zoo.build_bytes("resnet18", num_classes=10, **NETS["resnet18"]))
-    calib = tmp_path / "calib.npz"
-    rng = np.random.default_rng(0)
-    np.savez(calib, input=rng.standard_normal((4, 3, 32, 32)).astype(np.float32))
-    return path, calib
 
 
 def test_all_on_cpu_still_checks_exactly(r18_file, tmp_path, capsys):

@@ -1,10 +1,6 @@
 """Lowered end to end through the CLI: compile -> artifact -> run --check, and the demo."""
-import numpy as np
-import pytest
 
 from retarget.cli import main
-
-from .test_e2e_cli import r18_file  # noqa: F401  (fixture)
 
 
 def test_compile_run_check_bit_exact(r18_file, tmp_path, capsys):

@@ -4,7 +4,6 @@ on a small ResNet-18 (32x32, width 0.25) compiled for the pynq config."""
 import json
 import math
 
-import numpy as np
 import pytest
 
 import retarget

@@ -29,7 +29,6 @@ instructions, like the behavioural simulator.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Sequence
 
 import numpy as np
 
