@@ -1,5 +1,15 @@
-"""Fixtures shared across test directories."""
+"""Fixtures shared across test directories, and the hypothesis profile."""
+import os
+
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests on a fixed sequence of examples, so a landing never depends on
+# luck; local runs keep exploring new examples (and keep any failure in .hypothesis/). No
+# deadlines anywhere: these machines are shared and a slow moment is not a bug.
+settings.register_profile("ci", derandomize=True, deadline=None)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.isa import AluOp, MemType
