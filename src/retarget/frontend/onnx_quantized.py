@@ -27,7 +27,7 @@ import onnx
 
 from ..errors import UnsupportedOpError, node_context
 from ..ir.graph import Graph, Node, Value, constant
-from ..ops.quantized import INT8_MAX, INT8_MIN, ROUNDINGS
+from ..ops.quantized import ACCUMULATING_OPS, INT8_MAX, INT8_MIN, ROUNDINGS
 from ..passes.dce import eliminate_dead_code_inplace
 from ..passes.infer_shapes import infer_shapes
 
@@ -176,7 +176,7 @@ class _Converter:
         for node in self.g.nodes:
             if id(node) in self.absorbed:
                 continue
-            if node.op in ("Conv", "Gemm", "MatMul") and self._linear(node):
+            if node.op in ACCUMULATING_OPS and self._linear(node):
                 continue
             if node.op == "QLinearConv":
                 self._qlinear_conv(node)

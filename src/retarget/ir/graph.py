@@ -161,11 +161,7 @@ class Graph:
         self.nodes = order
 
     def copy(self) -> "Graph":
-        """A structural copy: new Graph, Node and Value objects; constant arrays are shared."""
-        return self.copy_with_map()[0]
-
-    def copy_with_map(self) -> "tuple[Graph, dict[int, Value]]":
-        """Like copy(), also returning id(old Value) -> new Value.
+        """A structural copy: new Graph, Node and Value objects; constant arrays are shared.
 
         Written out by hand rather than with deepcopy: passes copy the graph each time they
         run, and deepcopy's generic walk was the bulk of simplify's time on ResNet-50.
@@ -183,8 +179,7 @@ class Graph:
 
         nodes = [Node(n.op, n.name, [new(v) for v in n.inputs], [new(v) for v in n.outputs],
                       {k: _copy_attr(a) for k, a in n.attrs.items()}) for n in self.nodes]
-        g = Graph(nodes, [new(v) for v in self.inputs], [new(v) for v in self.outputs], self.name)
-        return g, vmap
+        return Graph(nodes, [new(v) for v in self.inputs], [new(v) for v in self.outputs], self.name)
 
     def __repr__(self) -> str:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"

@@ -27,6 +27,9 @@ from .registry import REQUIRED, OpDef, register
 
 ROUNDINGS = ("half_up", "half_even")
 INT8_MIN, INT8_MAX = -128, 127
+# The ops that multiply-accumulate int8 operands into an int32 result, which a Requantize then
+# takes back to int8: what quantisation produces, QDQ import recognises and VTA's GEMM runs.
+ACCUMULATING_OPS = ("Conv", "Gemm", "MatMul")
 INT32_MIN, INT32_MAX = int(np.iinfo(np.int32).min), int(np.iinfo(np.int32).max)
 # Shifts beyond these would move every int32 value out of range (left) or to 0/-1 (right); a
 # scale that needs them is a calibration bug, so they are rejected rather than computed.

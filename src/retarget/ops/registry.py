@@ -112,7 +112,7 @@ def check_arity(node) -> None:
     opdef = get_op(node.op, node)
     lo, hi = opdef.num_inputs
     n = len(node.inputs)
-    present = [v for v in node.inputs[:lo] if v is None]
-    if n < lo or n > hi or present:
+    required_missing = any(v is None for v in node.inputs[:lo])
+    if n < lo or n > hi or required_missing:
         raise ShapeError(f"{node_context(node)}: takes {lo}..{hi} inputs "
                          f"({lo} required), got {n}")

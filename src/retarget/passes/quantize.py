@@ -41,7 +41,6 @@ from .infer_shapes import infer_shapes
 # fractional bits. Only input 0 (all inputs for Concat) is a data tensor.
 PASS_THROUGH = {"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                 "Identity", "Relu", "GlobalMaxPool", "Concat", "Pad"}
-WEIGHT_OPS = {"Conv", "Gemm", "MatMul"}
 WEIGHT_QMAX = 127  # symmetric weights: -128 is never used, so negation cannot overflow
 
 

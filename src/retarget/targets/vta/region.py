@@ -9,6 +9,7 @@ import numpy as np
 
 from ...errors import TargetError, UnsupportedOpError
 from ...ir.graph import Node
+from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
 from ..base import Region
 from . import lower as L
@@ -78,7 +79,7 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     for n in region.nodes:
         if id(n) in fused:
             continue
-        if n.op in ("Conv", "Gemm", "MatMul"):
+        if n.op in ACCUMULATING_OPS:
             uses = consumers.get(id(n.outputs[0]), [])
             if len(uses) != 1 or uses[0].op != "Requantize":
                 raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "

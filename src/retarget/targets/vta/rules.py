@@ -7,6 +7,7 @@ GEMM core only together with the Requantize that takes its int32 accumulator to 
 from __future__ import annotations
 
 from ...ir.graph import Graph, Node, Value
+from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
 from ..base import Support, Target
 from .lower import reason
@@ -117,7 +118,7 @@ def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
 
 def _requantize_rule(t: Target, node: Node, graph: Graph) -> Support:
     src = graph.producers().get(node.inputs[0])
-    if src is not None and src.op in ("Conv", "Gemm", "MatMul"):
+    if src is not None and src.op in ACCUMULATING_OPS:
         if fused_requantize(graph, src) is node and t.supports(src, graph).ok:
             return Support.yes(f"fused into {src.op} '{src.name}' (ALU: add, shift, clip)")
         return Support.no(f"requantises {src.op} '{src.name}', which runs on cpu")

@@ -25,6 +25,7 @@ import numpy as np
 
 from ...frontend.onnx_quantized import QDQ_OPS, convert_quantized
 from ...ir.graph import Graph, Node
+from ...ops.quantized import ACCUMULATING_OPS
 from ..base import Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
@@ -65,14 +66,14 @@ class VTATarget(Target):
         producers = graph.producers()
         refused = {}
         for n in nodes:
-            if n.op in ("Conv", "Gemm", "MatMul"):
+            if n.op in ACCUMULATING_OPS:
                 rq = fused_requantize(graph, n)
                 if rq is None or id(rq) not in here:
                     refused[n.name] = (f"{n.op} '{n.name}': its Requantize runs on cpu, and vta "
                                        f"cannot hand an int32 accumulator to the host")
             elif n.op == "Requantize":
                 src = producers.get(n.inputs[0])
-                if src is not None and src.op in ("Conv", "Gemm", "MatMul") and id(src) not in here:
+                if src is not None and src.op in ACCUMULATING_OPS and id(src) not in here:
                     refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
         return refused
 
@@ -84,7 +85,7 @@ class VTATarget(Target):
         from ...passes.quantize import quantize  # not at import: quantize needs the op table
         if any(n.op in QDQ_OPS for n in graph.nodes):
             return _convert_prequantized(graph)
-        if not any(n.op in ("Conv", "Gemm", "MatMul") and n.inputs[0].type is not None
+        if not any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
                    and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
             return graph
         return quantize(graph, calibration, per_channel=False)
