@@ -72,6 +72,17 @@ def test_bound_classification():
         make_row("bad", CFG, 1, 1, 1, {"psum": 4})
 
 
+def test_compute_ceiling_is_gemm_over_the_compute_modules_work():
+    r = make_row("c", CFG, macs=256 * 36, cycles=100, gemm_cycles=36, nbytes={},
+                 alu_cycles=8, reset_cycles=1)
+    assert r.compute_ceiling == pytest.approx(36 / 45)
+    assert r.as_dict()["compute_ceiling"] == pytest.approx(36 / 45)
+    assert make_row("g", CFG, 256, 10, 1, {}).compute_ceiling == 1.0   # GEMM work only
+    assert make_row("p", CFG, 0, 10, 0, {}, alu_cycles=8).compute_ceiling == 0.0
+    cells = format_layers([r]).splitlines()[-1].split()
+    assert cells[5] == "80.0%" and cells[6] == "8.0%"      # ceil, ALU share of the cycles
+
+
 def test_table_csv_json(timed, tmp_path):
     _, r = timed
     rows = layer_rows(r)

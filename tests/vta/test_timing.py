@@ -69,6 +69,7 @@ def test_single_gemm_and_reset():
     # A reset takes the same time but is not multiply work.
     rr = simulate_timing([gemm(reset=True), finish()], CFG)
     assert rr.total_cycles == r.total_cycles and rr.gemm_cycles == 0 and rr.macs == 0
+    assert (r.reset_cycles, rr.reset_cycles) == (0, 60)
 
 
 def test_single_alu():

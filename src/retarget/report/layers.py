@@ -6,6 +6,12 @@ MACs, cycles, achieved GOPS at the config's clock, compute utilisation (GEMM-arr
 DRAM byte, 2 ops per MAC), the roofline bound min(peak, bandwidth x intensity) with bandwidth =
 bus_bytes x clock, and the fraction of that bound achieved.
 
+It also says where the compute module's own time goes: the tensor ALU's share of the cycles
+and the *compute ceiling*, GEMM / (GEMM + accumulator resets + ALU). The GEMM core and the
+tensor ALU take turns on one compute module, so a layer whose requantisation (or pooling) needs
+ALU passes can never keep the GEMM array busier than that, however well its loads and stores
+are hidden; for a conv it depends only on the layer's shape, not on its tiling.
+
     rows = layer_rows(simulate_timing(program, layers=spans))
     print(format_layers(rows))
     write_csv("layers.csv", rows); write_json("layers.json", rows)
@@ -41,6 +47,7 @@ class LayerRow:
     out_bytes: int = 0
     kind: str = ""                     # conv2d, dense, maxpool, ... ("" when unknown)
     alu_cycles: int = 0                # tensor-ALU issue cycles
+    reset_cycles: int = 0              # GEMM-array cycles spent zeroing accumulators
     performed_macs: int | None = None  # MACs the GEMM core multiplied (None: same as macs)
 
     @property
@@ -85,6 +92,13 @@ class LayerRow:
         return self.alu_cycles / self.cycles if self.cycles else 0.0
 
     @property
+    def compute_ceiling(self) -> float:
+        """GEMM / (GEMM + resets + ALU): the highest utilisation the compute module's own work
+        allows, with every load and store hidden (1.0 when there is no reset or ALU work)."""
+        work = self.gemm_cycles + self.reset_cycles + self.alu_cycles
+        return self.gemm_cycles / work if work else 0.0
+
+    @property
     def bound(self) -> str:
         """Which roof limits this layer: 'compute' or 'memory'; 'alu' for a layer without
         MACs (pooling, adds), which the GEMM roofline does not describe."""
@@ -96,7 +110,7 @@ class LayerRow:
         """Every stored field plus the derived figures (what CSV and JSON carry)."""
         d = asdict(self)
         d.update(dram_bytes=self.dram_bytes, gops=self.gops, utilisation=self.utilisation,
-                 alu_utilisation=self.alu_utilisation,
+                 alu_utilisation=self.alu_utilisation, compute_ceiling=self.compute_ceiling,
                  intensity=self.intensity if math.isfinite(self.intensity) else None,
                  roof_gops=self.roof_gops, roof_fraction=self.roof_fraction, bound=self.bound)
         if self.macs == 0:      # no GEMM work: a fraction of a zero roof means nothing
@@ -106,7 +120,7 @@ class LayerRow:
 
 def make_row(name: str, cfg, macs: int, cycles: int, gemm_cycles: int,
              nbytes: dict[str, int], *, kind: str = "", alu_cycles: int = 0,
-             performed_macs: int | None = None) -> LayerRow:
+             reset_cycles: int = 0, performed_macs: int | None = None) -> LayerRow:
     """A row from raw counts and a VTAConfig (clock, bus width, peak)."""
     unknown = set(nbytes) - set(BUFFERS)
     if unknown:
@@ -115,14 +129,15 @@ def make_row(name: str, cfg, macs: int, cycles: int, gemm_cycles: int,
     return LayerRow(name, int(macs), int(cycles), int(gemm_cycles), float(cfg.clock_mhz),
                     float(cfg.peak_gops), cfg.bus_bytes * cfg.clock_mhz * 1e6 / 1e9,
                     **{f"{b}_bytes": int(nbytes.get(b, 0)) for b in BUFFERS}, kind=kind,
-                    alu_cycles=int(alu_cycles),
+                    alu_cycles=int(alu_cycles), reset_cycles=int(reset_cycles),
                     performed_macs=None if performed_macs is None else int(performed_macs))
 
 
 def row_from_result(name: str, result) -> LayerRow:
     """A whole timed stream (a TimingResult) as one row."""
     return make_row(name, result.config, result.macs, result.total_cycles, result.gemm_cycles,
-                    result.bytes, alu_cycles=result.alu_cycles)
+                    result.bytes, alu_cycles=result.alu_cycles,
+                    reset_cycles=result.reset_cycles)
 
 
 def layer_rows(result) -> list[LayerRow]:
@@ -130,7 +145,8 @@ def layer_rows(result) -> list[LayerRow]:
     if not result.layers:
         return [row_from_result("all", result)]
     return [make_row(lt.name, result.config, lt.macs, lt.cycles, lt.gemm_cycles, lt.bytes,
-                     alu_cycles=lt.alu_cycles) for lt in result.layers]
+                     alu_cycles=lt.alu_cycles, reset_cycles=lt.reset_cycles)
+            for lt in result.layers]
 
 
 def total_row(rows: Sequence[LayerRow], name: str = "total",
@@ -153,17 +169,19 @@ def total_row(rows: Sequence[LayerRow], name: str = "total",
                     first.bandwidth_gbps,
                     **{f"{b}_bytes": sum(getattr(r, f"{b}_bytes") for r in rows)
                        for b in BUFFERS}, alu_cycles=sum(r.alu_cycles for r in rows),
+                    reset_cycles=sum(r.reset_cycles for r in rows),
                     performed_macs=performed)
 
 
-_HEADERS = ["layer", "MACs", "cycles", "GOPS", "util", "DRAM B", "inp B", "wgt B", "acc B",
-            "uop B", "out B", "ops/B", "roof GOPS", "of roof", "bound"]
+_HEADERS = ["layer", "MACs", "cycles", "GOPS", "util", "ceil", "ALU", "DRAM B", "inp B",
+            "wgt B", "acc B", "uop B", "out B", "ops/B", "roof GOPS", "of roof", "bound"]
 
 
 def _cells(r: LayerRow) -> list:
     gemm = r.macs > 0     # the roofline columns describe GEMM work only
     return [r.name, si(r.macs), f"{r.cycles:,}", f"{r.gops:.2f}", f"{100 * r.utilisation:.1f}%",
-            si(r.dram_bytes), si(r.inp_bytes), si(r.wgt_bytes), si(r.acc_bytes), si(r.uop_bytes),
+            f"{100 * r.compute_ceiling:.1f}%" if gemm else "-",
+            f"{100 * r.alu_utilisation:.1f}%", si(r.dram_bytes), si(r.inp_bytes), si(r.wgt_bytes), si(r.acc_bytes), si(r.uop_bytes),
             si(r.out_bytes), f"{r.intensity:.1f}" if gemm else "-",
             f"{r.roof_gops:.2f}" if gemm else "-",
             f"{100 * r.roof_fraction:.1f}%" if gemm else "-", r.bound]

@@ -269,14 +269,15 @@ def _region_rows(kernel, region_name: str) -> tuple[list[LayerRow], LayerRow, ob
         macs = lt.macs if info is None else info.macs
         rows.append(make_row(lt.name, cfg, macs, lt.cycles, lt.gemm_cycles, lt.bytes,
                              kind="" if info is None else info.kind, alu_cycles=lt.alu_cycles,
-                             performed_macs=lt.macs))
+                             reset_cycles=lt.reset_cycles, performed_macs=lt.macs))
     # The stream's own totals: they include what lies between layers (barrier token
     # carriers, FINISH) and count overlapping layer boundaries once.
     covered = {lt.name for lt in t.layers}
     extra = sum(info.macs for info in getattr(kernel, "layers", []) if info.name not in covered)
     macs = sum(r.macs for r in rows) + extra if rows else t.macs
     total = make_row(region_name, cfg, macs, t.total_cycles, t.gemm_cycles, t.bytes,
-                     kind="region", alu_cycles=t.alu_cycles, performed_macs=t.macs)
+                     kind="region", alu_cycles=t.alu_cycles, reset_cycles=t.reset_cycles,
+                     performed_macs=t.macs)
     return rows or [total], total, t
 
 

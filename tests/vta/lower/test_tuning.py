@@ -1,6 +1,9 @@
 """The cycle model chooses schedules (lower/tuning.py): its choice is never slower on the model
 than the DRAM-traffic choice, the analytic ranking tracks the model, and choices are cached."""
 import numpy as np
+import pytest
+
+from retarget.report.layers import row_from_result
 
 from retarget.targets.vta.config import preset
 from retarget.targets.vta.lower import (Conv2d, Requant, candidates, choose_schedule, dram_cost,
@@ -35,6 +38,21 @@ def test_analytic_estimate_tracks_the_model_and_bounds_hold():
             est = tuning.conv_cycles(LAYER, CFG, s)
             assert tuning.conv_cycles_lower_bound(LAYER, CFG, s) <= est
             assert abs(est - model) <= 0.3 * model, (s, est, model)
+
+
+def test_compute_ceiling_depends_on_the_layer_not_the_schedule():
+    # Per output vector of 16 channels: (64 / 16) * 3 * 3 = 36 GEMM cycles, one reset, and four
+    # requantisation passes (bias ADD, SHR, MIN, MAX) at II alu_ii: no tiling can beat
+    # 36 / (36 + 1 + 4 * alu_ii) GEMM utilisation, because GEMM and ALU share the compute module.
+    vectors = 14 * 14 * 64 // 16
+    want = 36 / (36 + 1 + 4 * CFG.alu_ii)
+    for v in (1, 2):
+        for s in candidates(LAYER, CFG, v)[:4]:
+            t = tuning.time_schedule(LAYER, CFG, s)
+            row = row_from_result("c", t)
+            assert (t.gemm_cycles, t.reset_cycles) == (36 * vectors, vectors)
+            assert row.compute_ceiling == pytest.approx(want)
+            assert row.utilisation < row.compute_ceiling
 
 
 def test_choices_are_cached_by_geometry_not_name_or_shift():

@@ -70,6 +70,7 @@ class LayerTiming:
     busy: dict[str, int]       # cycles each module spent on its instructions
     gemm_cycles: int           # cycles the GEMM array multiplied (non-reset uop iterations)
     alu_cycles: int            # cycles the tensor ALU was issuing (uop iterations x alu_ii)
+    reset_cycles: int          # cycles the GEMM array spent zeroing accumulators
     macs: int
     bytes: dict[str, int]      # DRAM bytes moved per buffer (inp/wgt/acc/uop/out)
 
@@ -92,6 +93,7 @@ class TimingResult:
     busy: dict[str, int]
     gemm_cycles: int
     alu_cycles: int
+    reset_cycles: int
     macs: int
     bytes: dict[str, int]
     start: np.ndarray
@@ -176,6 +178,7 @@ class InsnCost:
     pad: int
     gemm: int        # GEMM array cycles (0 for resets and non-GEMM)
     alu: int         # ALU issue cycles
+    reset: int       # GEMM array cycles spent on a reset
     buffer: int      # index into BUFFERS, or -1
     nbytes: int
 
@@ -190,22 +193,23 @@ def insn_cost(cfg: VTAConfig, insn: Insn) -> InsnCost:
     ovh = cfg.insn_overhead
     if isinstance(insn, MemInsn):
         if insn.x_size == 0:          # a token carrier: no transfer
-            return InsnCost(ovh, 0, 0, 0, 0, 0, -1, 0)
+            return InsnCost(ovh, 0, 0, 0, 0, 0, 0, -1, 0)
         eb = _dram_elem_bytes(cfg, insn.memory_type)
         row_beats = -(-insn.x_size * eb // cfg.bus_bytes)
         row_len = insn.x_pad_0 + insn.x_size + insn.x_pad_1
         written = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * row_len
         pad = written - insn.x_size * insn.y_size
-        return InsnCost(ovh, cfg.dma_latency, insn.y_size * row_beats, pad, 0, 0,
+        return InsnCost(ovh, cfg.dma_latency, insn.y_size * row_beats, pad, 0, 0, 0,
                         _BUFFER_OF[insn.memory_type], insn.x_size * insn.y_size * eb)
     if isinstance(insn, GemmInsn):
         n = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-        return InsnCost(ovh + n + cfg.gemm_pipeline, 0, 0, 0, 0 if insn.reset else n, 0, -1, 0)
+        gemm, reset = (0, n) if insn.reset else (n, 0)
+        return InsnCost(ovh + n + cfg.gemm_pipeline, 0, 0, 0, gemm, 0, reset, -1, 0)
     if isinstance(insn, AluInsn):
         n = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
         return InsnCost(ovh + n * cfg.alu_ii + cfg.alu_pipeline, 0, 0, 0, 0, n * cfg.alu_ii,
-                        -1, 0)
-    return InsnCost(ovh, 0, 0, 0, 0, 0, -1, 0)   # FINISH
+                        0, -1, 0)
+    return InsnCost(ovh, 0, 0, 0, 0, 0, 0, -1, 0)   # FINISH
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,24 +416,26 @@ def _result(cfg, costs, mod, start, end, disp, spans) -> TimingResult:
     dur = end_a - start_a
     gemm = np.fromiter((c.gemm for c in costs), dtype=np.int64, count=len(costs))
     alu = np.fromiter((c.alu for c in costs), dtype=np.int64, count=len(costs))
+    reset = np.fromiter((c.reset for c in costs), dtype=np.int64, count=len(costs))
     buf = np.fromiter((c.buffer for c in costs), dtype=np.int64, count=len(costs))
     nbytes = np.fromiter((c.nbytes for c in costs), dtype=np.int64, count=len(costs))
     macs_per_cycle = cfg.batch * cfg.block_in * cfg.block_out
 
-    def aggregate(sl: slice) -> tuple[dict, int, int, dict]:
+    def aggregate(sl: slice) -> tuple[dict, int, int, int, dict]:
         busy = {name: int(dur[sl][mod_a[sl] == k].sum()) for k, name in enumerate(MODULES)}
         by_buf = {name: int(nbytes[sl][buf[sl] == k].sum()) for k, name in enumerate(BUFFERS)}
-        return busy, int(gemm[sl].sum()), int(alu[sl].sum()), by_buf
+        return busy, int(gemm[sl].sum()), int(alu[sl].sum()), int(reset[sl].sum()), by_buf
 
-    busy, g, a, by_buf = aggregate(slice(None))
+    busy, g, a, r, by_buf = aggregate(slice(None))
     layers = []
     for s in spans:
         sl = slice(s.first, s.stop)
-        lb, lg, la, lbytes = aggregate(sl)
+        lb, lg, la, lr, lbytes = aggregate(sl)
         layers.append(LayerTiming(s.name, s.first, s.stop, int(start_a[sl].min()),
-                                  int(end_a[sl].max()), lb, lg, la, lg * macs_per_cycle, lbytes))
-    return TimingResult(cfg, int(end_a.max()), busy, g, a, g * macs_per_cycle, by_buf, start_a,
-                        end_a, mod_a, np.asarray(disp, dtype=np.int64), layers)
+                                  int(end_a[sl].max()), lb, lg, la, lr, lg * macs_per_cycle,
+                                  lbytes))
+    return TimingResult(cfg, int(end_a.max()), busy, g, a, r, g * macs_per_cycle, by_buf,
+                        start_a, end_a, mod_a, np.asarray(disp, dtype=np.int64), layers)
 
 
 def stream_cycles(stream, cfg: VTAConfig | None = None) -> int:
