@@ -2,6 +2,7 @@
 on single-node ONNX models at opsets 13 and 17."""
 from __future__ import annotations
 
+import threading
 from unittest import mock
 
 import numpy as np
@@ -103,9 +104,31 @@ def test_winograd_weight_cache_sees_in_place_changes_and_new_arrays():
         np.testing.assert_allclose(conv.run([x, w2], attrs)[0], conv.run([x, w2], attrs,
                                                                         fast=False)[0],
                                    rtol=1e-4, atol=1e-4)
-    n_before = len(winograd._cache)
-    del w2  # entries of collected weights go away with them
-    assert len(winograd._cache) == n_before - 1
+    entry = winograd._cache[id(w2)]
+    del w2  # the entry of a collected array goes when the next one is added
+    w3 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    conv.run([x, w3], attrs)
+    assert all(e is not entry for e in winograd._cache.values())
+    assert any(e.ref() is w3 for e in winograd._cache.values())
+
+
+def test_winograd_cache_lets_weights_die_while_its_lock_is_held():
+    # The garbage collector may free a cached array while this thread holds the cache lock
+    # (inside cached_transform). Nothing may then try to take the lock again: a weakref
+    # callback that did hung the test suite now and then.
+    x = np.ones((1, 16, 12, 12), np.float32)
+    holder = [np.ones((16, 16, 3, 3), np.float32)]
+    OPS["Conv"].run([x, holder[0]], dict(OPS["Conv"].attrs, pads=[1, 1, 1, 1]))
+    assert any(e.ref() is holder[0] for e in winograd._cache.values())
+
+    def free_under_lock():
+        with winograd._cache_lock:
+            holder.clear()              # the array's last reference
+
+    t = threading.Thread(target=free_under_lock, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "freeing a cached weight array under the cache lock deadlocked"
 
 
 @st.composite

@@ -14,6 +14,7 @@ it against the Conv definition like every other fast path.
 The transformed weights U = G g G^T are cached per weight array (they are recomputed when
 the array is collected, changes shape, or its values change: each lookup compares the
 weights with a private copy, which costs one read of the weights, far less than the GEMMs).
+Entries of collected arrays are dropped the next time an entry is added.
 """
 from __future__ import annotations
 
@@ -66,23 +67,20 @@ def cached_transform(w: np.ndarray) -> np.ndarray:
         return entry.transformed
     u = transform_weights(w)
     try:
-        ref = weakref.ref(w, lambda _r, k=key: _drop(k, _r))
+        ref = weakref.ref(w)
     except TypeError:  # not weak-referenceable: do not cache
         return u
     new = _Cached(ref, w.copy(), u)
     with _cache_lock:
+        # Entries of collected arrays are dropped here rather than by a weakref callback: a
+        # callback runs whenever the garbage collector does, possibly inside this very block
+        # on this thread, and taking the lock there would deadlock (it did, intermittently).
+        for k in [k for k, e in _cache.items() if e.ref() is None]:
+            del _cache[k]
         used = sum(e.nbytes for k, e in _cache.items() if k != key)
         if used + new.nbytes <= CACHE_LIMIT_BYTES:
             _cache[key] = new
     return u
-
-
-def _drop(key: int, ref: weakref.ref) -> None:
-    """Weakref callback: forget the entry of a collected weight array (not a newer one)."""
-    with _cache_lock:
-        entry = _cache.get(key)
-        if entry is not None and entry.ref is ref:
-            del _cache[key]
 
 
 def clear_cache() -> None:
