@@ -60,7 +60,12 @@ def test_placement_report_names_the_rules():
     by_name = {n.name: n for n in m.report.nodes}
     first_conv = next(n for n in m.report.nodes if n.op == "Conv")
     assert first_conv.placement == "vta"
-    assert "3 input channels" in first_conv.reason and "BLOCK_IN=16" in first_conv.reason
+    # the 3-channel stem: its window packed into channels on the host (window_packing.py)
+    assert "packed into channels on the host" in first_conv.reason
+    assert "BLOCK_IN=16" in first_conv.reason
+    packing = [n for n in m.report.nodes if n.name.startswith(f"{first_conv.name}/pack_")]
+    assert packing and all(n.placement == "cpu" and "window packing" in n.reason
+                           for n in packing)
     assert all(n.placement == "cpu" for n in m.report.nodes
                if n.op in ("QuantizeP2", "DequantizeP2", "GlobalAveragePool"))
     rq = [n for n in by_name.values() if n.op == "Requantize"]

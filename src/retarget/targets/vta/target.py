@@ -6,7 +6,9 @@
 
 What compile() does with it (docs/vta-target.md):
 - `prepare`: fold BatchNorm, quantise to int8 with power-of-two scales (passes/quantize.py),
-  calibrated on the user's samples or on random data with a warning;
+  calibrated on the user's samples or on random data with a warning; then pack the kernel
+  window of convolutions with few input channels into channels on the host when the cycle
+  model says it pays (window_packing.py: ResNet's 3-channel stem);
 - the rules (rules.py) say which integer ops run on the accelerator, and why the others stay on the
   CPU (float ops, layout changes, convolutions the GEMM core cannot map...);
 - `lower(region)` (region.py) builds one instruction stream for the whole region with the lowering
@@ -30,7 +32,9 @@ from ..base import Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
 from .region import lower_region
+from .region import conv_layer
 from .rules import RULES, fused_requantize
+from .window_packing import Packing, is_packed, pack_narrow_convs
 
 DEVICE_MEMORY = 1 << 28  # simulated shared DRAM (pages are only touched when used)
 
@@ -45,7 +49,20 @@ class VTATarget(Target):
     kernel_kinds: ClassVar[dict] = {VTAKernel.kind: VTAKernel}
     bit_exact: ClassVar[bool] = True
 
+    def __init__(self, config=None, preset: str | None = None):
+        super().__init__(config, preset)
+        self.packings: list[Packing] = []       # prepare's window-packing decisions
+        self._packed: dict[str, Packing] = {}    # packed Conv -> its decision
+        self._host_reasons: dict[str, str] = {}  # packing's host nodes -> why they are there
+
     def supports(self, node: Node, graph: Graph) -> Support:
+        if node.name in self._host_reasons:
+            return Support.no(self._host_reasons[node.name])
+        s = self._supports(node, graph)
+        d = self._packed.get(node.name)
+        return Support(s.ok, f"{d.summary}; {s.reason}") if d is not None and s.ok else s
+
+    def _supports(self, node: Node, graph: Graph) -> Support:
         if node.op not in self.rules:
             floats = [v.name for v in node.inputs + node.outputs if v is not None
                       and not v.is_const and v.type is not None
@@ -84,11 +101,34 @@ class VTATarget(Target):
         Conv/Gemm/MatMul left to quantise) is returned as it is."""
         from ...passes.quantize import quantize  # not at import: quantize needs the op table
         if any(n.op in QDQ_OPS for n in graph.nodes):
-            return _convert_prequantized(graph)
-        if not any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
-                   and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
-            return graph
-        return quantize(graph, calibration, per_channel=False)
+            graph = _convert_prequantized(graph)
+        elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
+                 and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
+            graph = quantize(graph, calibration, per_channel=False)
+        return self._pack_windows(graph)
+
+    def _pack_windows(self, graph: Graph) -> Graph:
+        """Window packing (window_packing.py) for the offloadable convolutions whose input
+        comes from the host; the host nodes it adds say why they are there."""
+        producers = graph.producers()
+        candidates = []
+        for n in graph.nodes:
+            if n.op != "Conv" or is_packed(n, producers) or not self.supports(n, graph).ok:
+                continue
+            src = producers.get(n.inputs[0])
+            if src is not None and self.supports(src, graph).ok:
+                continue                      # fed by the accelerator: packing would split it
+            candidates.append(conv_layer(n, fused_requantize(graph, n)))
+        graph, decisions = pack_narrow_convs(graph, self.config, candidates)
+        self.packings += decisions
+        for d in decisions:
+            if d.form is not None:
+                self._packed[d.conv] = d
+                for n in graph.nodes:
+                    if n.name.startswith(f"{d.conv}/pack_"):
+                        self._host_reasons[n.name] = (f"gathers Conv '{d.conv}''s input windows "
+                                                      f"on the host (window packing)")
+        return graph
 
     def lower(self, region: Region) -> VTAKernel:
         return lower_region(self.config, region)

@@ -35,7 +35,7 @@ TIMED_PER_THREAD_COUNT = 2
 TIMED_ALU = 1
 SCREENED = 24                  # candidates ranked by conv_cycles after the closed-form screen
 NEAR = 0.10                    # a thread count more than 10% worse by the estimate is not timed
-_CACHE: dict[tuple, Schedule] = {}
+_CACHE: dict[tuple, tuple[Schedule, int]] = {}     # -> (schedule, its model cycles)
 _CACHE_LIMIT = 4096
 
 
@@ -276,6 +276,20 @@ def model_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
     thread count (both when vthreads is None; a thread count whose best analytic estimate is
     more than NEAR worse than the other's is not timed). None when no tiling fits. Cached by
     geometry and config."""
+    best = _model_choice(layer, cfg, vthreads, timed)
+    return None if best is None else best[0]
+
+
+def model_cycles(layer: Layer, cfg: VTAConfig, vthreads: int | None = None) -> int | None:
+    """Model cycles of `layer` lowered alone with model_schedule's choice (None when no tiling
+    fits): what a lowering decision between two forms of a layer compares. Shares
+    model_schedule's cache, so lowering the chosen form later costs no second search."""
+    best = _model_choice(layer, cfg, vthreads, TIMED_PER_THREAD_COUNT)
+    return None if best is None else best[1]
+
+
+def _model_choice(layer: Layer, cfg: VTAConfig, vthreads: int | None,
+                  timed: int) -> tuple[Schedule, int] | None:
     key = (_geometry_key(layer), cfg, vthreads, timed)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -299,5 +313,5 @@ def model_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
                 best = ((cyc, tie), s)
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
-    _CACHE[key] = best[1]
-    return best[1]
+    _CACHE[key] = (best[1], best[0][0])
+    return _CACHE[key]
