@@ -17,7 +17,8 @@ time is set against the model's.
 
 Whole network: retarget.compile(zoo resnet18 at 224, "vta:<config>") and every VTA kernel's
 Program timed with simulate_timing, kernel after kernel (the host's layers are not counted).
-C1 (3 input channels) is offloaded too: the lowering pads its input channels to BLOCK_IN.
+C1 (3 input channels) is offloaded too, its kernel window packed into channels on the host
+when the cycle model says it pays (targets/vta/window_packing.py).
 """
 from __future__ import annotations
 
@@ -206,8 +207,10 @@ def main(argv=None) -> None:
         gemm = sum(r.gemm_cycles for _, r, _ in kernels)
         nlayers = sum(n for _, _, n in kernels)
         print(f"whole ResNet-18 (1x3x224x224) compiled for vta:{cfg.name} in {compile_s:.1f} s: "
-              f"{len(kernels)} VTA kernel(s), {nlayers} layers on VTA (C1 included, its 3 input "
-              f"channels padded to BLOCK_IN={cfg.block_in}); host layers not counted")
+              f"{len(kernels)} VTA kernel(s), {nlayers} layers on VTA (C1 included); host layers "
+              f"not counted")
+        for d in module.target.packings:
+            print(f"  {d.conv}: {d.summary}")
         print(f"  VTA cycles {total:,} = {total / cfg.clock_mhz / 1e3:.1f} ms -> "
               f"{cfg.clock_mhz * 1e6 / total:.1f} frames/s; GEMM utilisation "
               f"{100 * gemm / total:.1f}%")

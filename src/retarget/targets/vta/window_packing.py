@@ -16,8 +16,9 @@ identical bit for bit. The host ops are ONNX Pad / Gather / Transpose / Reshape 
 prepared graph still runs on the reference executor and exports as ONNX.
 
 Which form a convolution gets is the cycle model's choice (tuning.model_cycles: each form
-lowered alone with its best schedule and timed); a form is a candidate only when it needs fewer
-GEMM micro-ops per output vector. Only convolutions whose input comes from the host are packed:
+lowered alone with its best schedule and timed; the original is not timed when its compute
+floor already loses); a form is a candidate only when it needs fewer GEMM micro-ops per output
+vector. Only convolutions whose input comes from the host are packed:
 packing one fed by the accelerator would send its input back to the host and split the region.
 """
 from __future__ import annotations
@@ -29,7 +30,7 @@ import numpy as np
 from ...ir.graph import Graph, Node, Value, constant
 from ...passes.infer_shapes import infer_shapes
 from .config import VTAConfig
-from .lower import Conv2d, model_cycles, reason
+from .lower import Conv2d, compute_floor, model_cycles, reason
 from .lower.tensor import ceil_div
 
 FORMS = ("columns", "window")
@@ -38,17 +39,21 @@ FORMS = ("columns", "window")
 @dataclass(frozen=True, slots=True)
 class Packing:
     """The decision for one convolution: `form` is None (left as it is), "columns" or
-    "window"; `cycles` maps each form considered ("none" for the original) to model cycles."""
+    "window"; `cycles` maps each form considered ("none" for the original) to model cycles,
+    except the forms in `floors`, whose figure is only their compute floor (a lower bound that
+    already lost, so they were not timed)."""
     conv: str
     form: str | None
     cycles: dict[str, int]
+    floors: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:
-        alts = ", ".join(f"{k} {v:,}" for k, v in self.cycles.items())
+        alts = ", ".join(f"{k} {'>= ' if k in self.floors else ''}{v:,}"
+                         for k, v in self.cycles.items())
         if self.form is None:
             return f"kept unpacked: the original is fastest (model cycles: {alts})"
-        return (f"kernel {self.form} packed into channels on the host (model cycles: {alts})")
+        return f"kernel {self.form} packed into channels on the host (model cycles: {alts})"
 
 
 def gemm_uops_per_vector(layer: Conv2d, cfg: VTAConfig) -> int:
@@ -72,19 +77,25 @@ def packed_layer(layer: Conv2d, form: str) -> Conv2d:
 
 def choose_packing(layer: Conv2d, cfg: VTAConfig) -> Packing:
     """The form of least model cycles among the original and the forms that need fewer GEMM
-    micro-ops per output vector (and that the lowering accepts)."""
+    micro-ops per output vector (and that the lowering accepts). The original is timed only
+    when its compute floor does not already exceed the best packed form's cycles (timing a
+    big stem's original form is the dearest step of the choice)."""
     base = gemm_uops_per_vector(layer, cfg)
     forms = [f for f in FORMS if layer.groups == 1 and layer.kernel != (1, 1)
              and gemm_uops_per_vector(packed_layer(layer, f), cfg) < base
              and reason(packed_layer(layer, f), cfg) is None]
-    if not forms:
+    timed = {f: model_cycles(packed_layer(layer, f), cfg) for f in forms}
+    timed = {f: c for f, c in timed.items() if c is not None}
+    if not timed:
         return Packing(layer.name, None, {})
-    cycles = {"none": model_cycles(layer, cfg)}
-    for f in forms:
-        cycles[f] = model_cycles(packed_layer(layer, f), cfg)
-    known = {k: v for k, v in cycles.items() if v is not None}
-    best = min(known, key=known.get)
-    return Packing(layer.name, None if best == "none" else best, known)
+    best = min(timed, key=timed.get)
+    floor = compute_floor(layer, cfg)
+    if floor >= timed[best]:
+        return Packing(layer.name, best, {"none": floor, **timed}, floors=("none",))
+    original = model_cycles(layer, cfg)
+    cycles = ({} if original is None else {"none": original}) | timed
+    keep = original is not None and original <= timed[best]
+    return Packing(layer.name, None if keep else best, cycles)
 
 
 def pack_weight(w: np.ndarray, form: str) -> np.ndarray:

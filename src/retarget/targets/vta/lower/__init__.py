@@ -18,13 +18,14 @@ from .run import SegmentRun, dram_image, run_segment
 from .schedule import (CostFn, Estimate, Schedule, candidates, check_schedule, choose_schedule,
                        dram_cost, estimate)
 from .tensor import PackedTensor
-from .tuning import conv_cycles, model_cost, model_cycles, model_schedule, time_schedule
+from .tuning import (compute_floor, conv_cycles, model_cost, model_cycles, model_schedule,
+                     time_schedule)
 
 __all__ = ["Conv2d", "CostFn", "Dense", "Estimate", "LayerReport", "Layer",
            "LoweredSegment", "LoweringContext", "PackedTensor", "Pool2d", "Region", "Requant",
            "RequantizeLayer", "ResidualAdd", "Schedule", "SegmentRun", "TokenTracker",
            "candidates", "check_schedule", "choose_schedule", "conv_groups", "dram_cost",
            "dram_image", "emit_requant", "estimate", "lower_conv2d", "lower_dense", "lower_pool2d",
-           "lower_requantize", "lower_residual_add", "conv_cycles", "model_cost", "model_cycles",
+           "lower_requantize", "lower_residual_add", "compute_floor", "conv_cycles", "model_cost", "model_cycles",
            "model_schedule", "time_schedule",
            "pack_conv_weight", "reason", "reference", "requant_vectors", "run_segment"]

@@ -181,6 +181,17 @@ def model_cost(layer: Layer, cfg: VTAConfig, s: Schedule, e=None) -> float:
     return float(time_schedule(layer, cfg, s).total_cycles)
 
 
+def compute_floor(layer: Conv2d | Dense, cfg: VTAConfig) -> int:
+    """Cycles no schedule of `layer` can beat on the model: the compute module's micro-op
+    iterations alone (GEMM products and resets at II 1, requantisation passes at alu_ii), one
+    after another. Costs nothing to evaluate, unlike model_cycles."""
+    if isinstance(layer, Dense):
+        layer = layer.as_conv()
+    g = conv_geom(layer, cfg)
+    acc = g.nb * g.oh * g.ow * g.cob          # output vectors
+    return acc * (g.cig * g.kk + 1 + _epilogue_passes(layer) * cfg.alu_ii)
+
+
 def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     """Closed-form lower bound of conv_cycles: the compute module's own work (GEMM products,
     resets, requantisation passes, per-instruction costs) plus the wait for the first tile's
