@@ -304,6 +304,20 @@ def test_disasm_listing_and_cli(tmp_path, capsys):
     assert f"{len(prog.insns)} instructions, config pynq" in out
     assert "# micro-ops: 2" in out and "u0  dst=0 src=0 wgt=0" in out
     assert out.count("\n") == 1 + len(prog.insns) + 1 + 2
+    # without --config / --uops: both come from the files Program.save wrote beside the stream
+    other = StreamBuilder(preset("1x32"))
+    other.alloc("x", (4, 32), "int8")
+    other.load_2d(MemType.INP, 0, "x", 0, 4, 1, 4)
+    other.alu(other.uop_kernel([(0, 0)]), AluOp.SHR, 8)
+    other = other.finish()
+    other.save(str(tmp_path / "q"))
+    (tmp_path / "kernel").mkdir()
+    other.save(str(tmp_path / "kernel" / "program"))      # an artifact's kernel directory
+    for path, meta in ((tmp_path / "q.insn.bin", "q.json"), (tmp_path / "kernel", "program.json")):
+        args = parser.parse_args(["disasm", str(path)])
+        assert args.func(args) == 0
+        out = capsys.readouterr().out
+        assert "config 1x32" in out and f"from {meta}" in out and "# micro-ops: 1" in out
 
     (tmp_path / "bad.bin").write_bytes(bytes([6]) + bytes(15))
     args = parser.parse_args(["disasm", str(tmp_path / "bad.bin")])

@@ -181,7 +181,8 @@ def _cells(r: LayerRow) -> list:
     gemm = r.macs > 0     # the roofline columns describe GEMM work only
     return [r.name, si(r.macs), f"{r.cycles:,}", f"{r.gops:.2f}", f"{100 * r.utilisation:.1f}%",
             f"{100 * r.compute_ceiling:.1f}%" if gemm else "-",
-            f"{100 * r.alu_utilisation:.1f}%", si(r.dram_bytes), si(r.inp_bytes), si(r.wgt_bytes), si(r.acc_bytes), si(r.uop_bytes),
+            f"{100 * r.alu_utilisation:.1f}%", si(r.dram_bytes), si(r.inp_bytes), si(r.wgt_bytes),
+            si(r.acc_bytes), si(r.uop_bytes),
             si(r.out_bytes), f"{r.intensity:.1f}" if gemm else "-",
             f"{r.roof_gops:.2f}" if gemm else "-",
             f"{100 * r.roof_fraction:.1f}%" if gemm else "-", r.bound]

@@ -186,5 +186,5 @@ def is_packed(conv: Node, producers: dict) -> bool:
     return src is not None and src.name.startswith(f"{conv.name}/pack_")
 
 
-__all__ = ["FORMS", "Packing", "apply_packing", "choose_packing", "gemm_uops_per_vector", "is_packed",
-           "pack_input_nodes", "pack_narrow_convs", "pack_weight", "packed_layer"]
+__all__ = ["FORMS", "Packing", "apply_packing", "choose_packing", "gemm_uops_per_vector",
+           "is_packed", "pack_input_nodes", "pack_narrow_convs", "pack_weight", "packed_layer"]
