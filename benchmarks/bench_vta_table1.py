@@ -179,8 +179,8 @@ def main(argv=None) -> None:
     # Why the roofline goal is out of reach: the GEMM core and the tensor ALU share the compute
     # module, so each layer's resets and requantisation passes cap its GEMM utilisation at its
     # compute ceiling whatever the schedule (a conv's ceiling depends on its shape only).
-    best = mean([min(1.0, r.peak_gops * r.compute_ceiling / r.roof_gops) for r in rows[2]])
-    ceiled = mean([r.gops / min(r.peak_gops * r.compute_ceiling, r.roof_gops) for r in rows[2]])
+    best = mean([min(1.0, r.ceiling_gops / r.roof_gops) for r in rows[2]])
+    ceiled = mean([r.gops / min(r.ceiling_gops, r.roof_gops) for r in rows[2]])
     print(f"  the compute ceilings (GEMM / (GEMM + resets + requantisation ALU)) allow at most "
           f"{100 * best:.1f}% of the roofline on average with these schedules' DRAM traffic; "
           f"the 2-thread schedules reach "

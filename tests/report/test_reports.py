@@ -123,6 +123,22 @@ def test_roofline_svg(timed, tmp_path, program):
         roofline_svg([])
 
 
+def test_roofline_draws_compute_ceilings_below_the_roof():
+    # 36 GEMM cycles per 45 of compute work: a ceiling at 80% of peak, below a compute roof;
+    # a GEMM-only layer's ceiling is the peak itself and is not drawn
+    capped = make_row("capped", CFG, macs=256 * 3600, cycles=5000, gemm_cycles=3600,
+                      nbytes={"wgt": 1000}, alu_cycles=800, reset_cycles=100)
+    free = make_row("free", CFG, macs=256 * 3600, cycles=4000, gemm_cycles=3600,
+                    nbytes={"wgt": 1000})
+    assert capped.ceiling_gops == pytest.approx(0.8 * CFG.peak_gops)
+    assert capped.ceiling_gops < capped.roof_gops
+    assert free.ceiling_gops == pytest.approx(free.roof_gops)
+    root = ET.fromstring(roofline_svg([capped, free]))
+    ns = "{http://www.w3.org/2000/svg}"
+    dashes = [e for e in root.findall(f"{ns}line") if e.find(f"{ns}title") is not None]
+    assert len(dashes) == 1 and "capped: compute ceiling" in dashes[0].find(f"{ns}title").text
+
+
 def test_trace_is_valid_and_matches_busy_cycles(timed, tmp_path):
     prog, r = timed
     path = tmp_path / "trace.json"

@@ -99,6 +99,12 @@ class LayerRow:
         return self.gemm_cycles / work if work else 0.0
 
     @property
+    def ceiling_gops(self) -> float:
+        """peak x compute ceiling: the GOPS the compute module's own work allows (a second,
+        lower roof for layers with requantisation or other ALU work)."""
+        return self.peak_gops * self.compute_ceiling
+
+    @property
     def bound(self) -> str:
         """Which roof limits this layer: 'compute' or 'memory'; 'alu' for a layer without
         MACs (pooling, adds), which the GEMM roofline does not describe."""

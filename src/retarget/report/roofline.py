@@ -1,5 +1,7 @@
 """Roofline plot of per-layer results (report/layers.py rows): log-log GOPS against arithmetic
-intensity, the machine's roof min(peak, bandwidth x intensity), one marker per layer.
+intensity, the machine's roof min(peak, bandwidth x intensity), one marker per layer, and above
+each marker a dash at the layer's compute ceiling (LayerRow.ceiling_gops) where that is below
+the roof: the GOPS its resets and ALU passes leave the GEMM core, whatever the schedule.
 
 SVG is written by hand (no dependency; the default). A .png path uses matplotlib, the optional
 `plot` extra, and says so when it is missing.
@@ -91,6 +93,12 @@ def roofline_svg(data, title: str = "Roofline") -> str:
             if r.gops <= 0 or not math.isfinite(r.intensity):
                 continue
             x, y = px(r.intensity), py(r.gops)
+            if _ceiling_shown(r):
+                yc = py(r.ceiling_gops)
+                out.append(f'<line x1="{x - 7:.1f}" y1="{yc:.1f}" x2="{x + 7:.1f}" y2="{yc:.1f}" '
+                           f'stroke="{colour}" stroke-width="2"><title>{escape(name)} '
+                           f'{escape(r.name)}: compute ceiling {r.ceiling_gops:.2f} GOPS '
+                           f'({100 * r.compute_ceiling:.0f}% of peak)</title></line>')
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{colour}">'
                        f'<title>{escape(name)} {escape(r.name)}: {r.gops:.2f} GOPS, '
                        f'{r.intensity:.1f} ops/B, {100 * r.roof_fraction:.0f}% of roof'
@@ -100,6 +108,10 @@ def roofline_svg(data, title: str = "Roofline") -> str:
         ly = TOP + 10 + 18 * k
         out.append(f'<circle cx="{W - RIGHT + 16}" cy="{ly}" r="4" fill="{colour}"/>')
         out.append(f'<text x="{W - RIGHT + 26}" y="{ly + 4}">{escape(name)}</text>')
+    ly = TOP + 10 + 18 * len(series)
+    out.append(f'<line x1="{W - RIGHT + 9}" y1="{ly}" x2="{W - RIGHT + 23}" y2="{ly}" '
+               'stroke="#444" stroke-width="2"/>')
+    out.append(f'<text x="{W - RIGHT + 26}" y="{ly + 4}">compute ceiling</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -127,7 +139,11 @@ def write_roofline(path: str, data, title: str = "Roofline") -> None:
     for name, rs in series.items():
         pts = [(r.intensity, r.gops, r.name) for r in rs
                if r.gops > 0 and math.isfinite(r.intensity)]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", label=name)
+        line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], "o", label=name)
+        ceil = [(r.intensity, r.ceiling_gops) for r in rs
+                if r.gops > 0 and math.isfinite(r.intensity) and _ceiling_shown(r)]
+        ax.plot([c[0] for c in ceil], [c[1] for c in ceil], "_", markersize=14,
+                markeredgewidth=2, color=line.get_color())
         for x, y, label in pts:
             ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_xscale("log", base=2)
@@ -141,6 +157,11 @@ def write_roofline(path: str, data, title: str = "Roofline") -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _ceiling_shown(r: LayerRow) -> bool:
+    """A layer's compute ceiling is drawn when it has GEMM work and lies below its roof."""
+    return r.macs > 0 and 0 < r.ceiling_gops < r.roof_gops
 
 
 def roofline_points(rows: Sequence[LayerRow]) -> list[tuple[str, float, float, float]]:
