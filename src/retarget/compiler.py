@@ -48,6 +48,8 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     g = infer_shapes(graph)
     g.toposort()
     # 4. target-specific rewrites (vta: fold BatchNorm, quantise to int8); identity for most
+    cpu_nodes = tuple(cpu_nodes)
+    tgt.cpu_nodes = cpu_nodes
     g = tgt.prepare(g, calibration)
     g.toposort()
     # 5. partition: annotate, merge convex regions, apply the size rule, schedule

@@ -135,3 +135,8 @@ def test_only_convs_fed_by_the_host_are_packed():
     # preparing the prepared graph again packs nothing more
     assert m.target.prepare(m.graph) is m.graph
     m.close()
+    # a conv the user keeps on the CPU is not packed either
+    m = retarget.compile(g, "vta:pynq", calibration=calibration_for(g), cpu_nodes=["a"])
+    assert not any("/pack_" in n.name for n in m.graph.nodes) and not m.target.packings
+    assert {n.name: n.placement for n in m.report.nodes}["a"] == "cpu"
+    m.close()

@@ -133,6 +133,9 @@ class Target:
                               f"got {type(config).__name__}")
         self.config = config
         self.preset_name = preset
+        # Node-name glob patterns the current compile() forces onto the CPU; set before
+        # prepare() so a target-specific rewrite can leave those nodes alone.
+        self.cpu_nodes: tuple[str, ...] = ()
 
     # ---- configuration ----------------------------------------------------------------------
     @classmethod

@@ -20,6 +20,7 @@ What compile() does with it (docs/vta-target.md):
 """
 from __future__ import annotations
 
+import fnmatch
 import warnings
 from typing import Any, ClassVar
 
@@ -109,12 +110,15 @@ class VTATarget(Target):
 
     def _pack_windows(self, graph: Graph) -> Graph:
         """Window packing (window_packing.py) for the offloadable convolutions whose input
-        comes from the host; the host nodes it adds say why they are there."""
+        comes from the host and that the compile does not force onto the CPU (`cpu_nodes`);
+        the host nodes it adds say why they are there."""
         producers = graph.producers()
         candidates = []
         for n in graph.nodes:
             if n.op != "Conv" or is_packed(n, producers) or not self.supports(n, graph).ok:
                 continue
+            if any(fnmatch.fnmatchcase(n.name, pat) for pat in self.cpu_nodes):
+                continue                      # the user keeps it on the CPU: nothing to gain
             src = producers.get(n.inputs[0])
             if src is not None and self.supports(src, graph).ok:
                 continue                      # fed by the accelerator: packing would split it
