@@ -112,6 +112,8 @@ class VTATarget(Target):
         """Window packing (window_packing.py) for the offloadable convolutions whose input
         comes from the host and that the compile does not force onto the CPU (`cpu_nodes`);
         the host nodes it adds say why they are there."""
+        # this compile's decisions only (a Target instance may compile several graphs)
+        self.packings, self._packed, self._host_reasons = [], {}, {}
         producers = graph.producers()
         candidates = []
         for n in graph.nodes:
@@ -124,7 +126,7 @@ class VTATarget(Target):
                 continue                      # fed by the accelerator: packing would split it
             candidates.append(conv_layer(n, fused_requantize(graph, n)))
         graph, decisions = pack_narrow_convs(graph, self.config, candidates)
-        self.packings += decisions
+        self.packings = decisions
         for d in decisions:
             if d.form is not None:
                 self._packed[d.conv] = d

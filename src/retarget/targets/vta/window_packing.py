@@ -17,9 +17,10 @@ prepared graph still runs on the reference executor and exports as ONNX.
 
 Which form a convolution gets is the cycle model's choice (tuning.model_cycles: each form
 lowered alone with its best schedule and timed; the original is not timed when its compute
-floor already loses); a form is a candidate only when it needs fewer GEMM micro-ops per output
-vector. Only convolutions whose input comes from the host are packed:
-packing one fed by the accelerator would send its input back to the host and split the region.
+floor already loses). A form is a candidate only when it needs fewer GEMM micro-ops per output
+vector. The target (VTATarget.prepare) offers only convolutions whose input comes from the
+host: packing one fed by the accelerator would send its input back to the host and split the
+region.
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def pack_input_nodes(graph: Graph, conv: Node, layer: Conv2d, form: str) -> tupl
                                                                                    Value]:
     """Host nodes computing the packed input of `conv` (int8 NCHW) and their output value."""
     x = conv.inputs[0]
-    n, c, h, w = layer.in_shape
+    n, c, h, _ = layer.in_shape
     (kh, kw), (sh, sw), (pt, pl, pb, pr) = layer.kernel, layer.stride, layer.pads
     oh, ow = layer.out_hw
     nodes: list[Node] = []
