@@ -33,11 +33,9 @@ def run(args: argparse.Namespace) -> int:
         path = path / "program.insn.bin"
     # Program.save(prefix) writes prefix.insn.bin beside prefix.json and prefix.uop.bin
     prefix = str(path)[:-len(".insn.bin")] if path.name.endswith(".insn.bin") else None
-    meta = Path(prefix + ".json") if prefix else None
-    if meta is None or not meta.exists():
-        meta = None
-    uops = args.uops or (prefix + ".uop.bin" if meta and Path(prefix + ".uop.bin").exists()
-                         else None)
+    meta = Path(prefix + ".json") if prefix and Path(prefix + ".json").exists() else None
+    saved_uops = Path(prefix + ".uop.bin") if meta else None
+    uops = args.uops or (saved_uops if saved_uops and saved_uops.exists() else None)
     if args.config is None and meta is not None:
         cfg, source = _artifact_config(meta), f"from {meta.name}"
     else:

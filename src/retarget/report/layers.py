@@ -94,7 +94,7 @@ class LayerRow:
     @property
     def compute_ceiling(self) -> float:
         """GEMM / (GEMM + resets + ALU): the highest utilisation the compute module's own work
-        allows, with every load and store hidden (1.0 when there is no reset or ALU work)."""
+        allows, with every load and store hidden (1.0 for GEMM work alone, 0 without any)."""
         work = self.gemm_cycles + self.reset_cycles + self.alu_cycles
         return self.gemm_cycles / work if work else 0.0
 
