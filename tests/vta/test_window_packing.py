@@ -90,10 +90,11 @@ def test_compute_floor_bounds_the_model(conv):
         assert compute_floor(lay, CFG) <= model_cycles(lay, CFG)
 
 
-def test_compiled_network_equals_the_unpacked_integer_graph():
+@pytest.mark.parametrize("cfg", ["pynq", "1x32", "2x16"])
+def test_compiled_network_equals_the_unpacked_integer_graph(cfg):
     g = build_graph("resnet18")
     calib = calibration_for(g)
-    m = retarget.compile(g, "vta:pynq", calibration=calib)
+    m = retarget.compile(g, f"vta:{cfg}", calibration=calib)
     packed = [d for d in m.target.packings if d.form is not None]
     assert [d.conv for d in packed] == ["/conv1/Conv"]
     assert any(n.name.startswith("/conv1/Conv/pack_") for n in m.graph.nodes)
