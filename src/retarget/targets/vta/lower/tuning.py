@@ -205,11 +205,9 @@ def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) 
     nco = ceil_div(g.cob, s.tile_co) if spans else groups * ceil_div(g.cog, s.tile_co)
     nph = 1 if spans else ceil_div(g.cig, s.tile_ci)
     items = nt * ht * wt * nco
-    acc = g.nb * g.oh * g.ow * g.cob
-    work = acc * g.cig * g.kk
-    passes = _epilogue_passes(layer)
-    compute = (work + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline) + acc
-               + passes * (items * (c.insn_overhead + c.alu_pipeline) + acc * c.alu_ii))
+    # the micro-op iterations (compute_floor) plus each instruction's overhead and pipeline
+    compute = (compute_floor(layer, cfg) + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline)
+               + _epilogue_passes(layer) * items * (c.insn_overhead + c.alu_pipeline))
     # Nothing but the first tile's reset can run before its first phase has been loaded: a
     # big first load (wide weight tiles) costs that much more on every thread count.
     from .conv import _first_tile
