@@ -38,3 +38,9 @@ class DeviceError(RetargetError):
 def node_context(node) -> str:
     """'Conv 'stem/conv1'' — the prefix every node-related message starts with."""
     return f"{node.op} '{node.name}'"
+
+
+class ResourceLimitError(RetargetError):
+    """Work or memory beyond a configured limit (a tensor too large to allocate, a file larger
+    than its manifest allows, a program that would run for hours). The message names the
+    tensor, file or program, what it would need, the limit, and how to raise it."""

@@ -1,0 +1,130 @@
+"""Resource limits every reader and allocator checks before committing memory or time.
+
+One place decides how large a tensor retarget will allocate and which files it will read, so
+a model, an artifact or an input file that declares something huge is refused with a message
+naming it, before any memory is touched (never a MemoryError or a hang from deep in NumPy).
+
+    RETARGET_MAX_TENSOR_BYTES=8G retarget run big.onnx --random     # raise the limit
+    with tensor_limit(1 << 20): ...                                  # lower it for a block
+
+The default (4 GiB per tensor) is well under the 24 GiB these machines have, so one tensor
+at the limit plus its copies still fits.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from .errors import ResourceLimitError
+
+DEFAULT_MAX_TENSOR_BYTES = 4 << 30
+TENSOR_ENV = "RETARGET_MAX_TENSOR_BYTES"
+
+_override = threading.local()
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_bytes(text: str, what: str) -> int:
+    """'4096', '64M', '8G' (binary units) -> bytes; a clear error for anything else."""
+    s = str(text).strip().upper().removesuffix("B").removesuffix("I")
+    unit = s[-1:] if s[-1:] in _UNITS and s[-1:] else ""
+    number = s[:-1] if unit else s
+    try:
+        value = int(number) * _UNITS[unit]
+    except ValueError:
+        raise ResourceLimitError(f"{what}: {text!r} is not a byte count (e.g. 4096, 64M, 8G)") from None
+    if value <= 0:
+        raise ResourceLimitError(f"{what}: {text!r} must be a positive byte count")
+    return value
+
+
+def max_tensor_bytes() -> int:
+    """The largest tensor (in bytes) retarget will allocate: the innermost `tensor_limit`
+    block of this thread, else $RETARGET_MAX_TENSOR_BYTES, else 4 GiB."""
+    value = getattr(_override, "value", None)
+    if value is not None:
+        return value
+    env = os.environ.get(TENSOR_ENV)
+    return parse_bytes(env, TENSOR_ENV) if env else DEFAULT_MAX_TENSOR_BYTES
+
+
+@contextlib.contextmanager
+def tensor_limit(nbytes: int) -> Iterator[None]:
+    """Use `nbytes` as the tensor limit inside the block (this thread only)."""
+    previous = getattr(_override, "value", None)
+    _override.value = int(nbytes)
+    try:
+        yield
+    finally:
+        _override.value = previous
+
+
+def tensor_nbytes(shape: Sequence[int], dtype) -> int:
+    """Bytes a tensor of `shape` and `dtype` needs, in Python ints (no overflow)."""
+    n = np.dtype(dtype).itemsize
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def check_tensor_bytes(what: str, shape: Sequence[int], dtype) -> int:
+    """Refuse a tensor larger than the limit before it is allocated; returns its bytes.
+    `what` names it for the message (e.g. "ConstantOfShape 'fill' output", "input 'x'")."""
+    nbytes = tensor_nbytes(shape, dtype)
+    limit = max_tensor_bytes()
+    if nbytes > limit:
+        raise ResourceLimitError(
+            f"{what}: shape {tuple(int(d) for d in shape)} {np.dtype(dtype)} needs "
+            f"{_human(nbytes)}, over the {_human(limit)} tensor limit (set {TENSOR_ENV} to "
+            f"raise it)")
+    return nbytes
+
+
+def check_regular_file(path: str | Path, what: str, max_bytes: int | None = None) -> int:
+    """Refuse anything but a regular file of at most `max_bytes` (symlinks are followed: a
+    link to /dev/zero, a FIFO or a device node is refused at once, never opened); returns
+    the file's size."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise ResourceLimitError(f"{what} {p}: no such file") from None
+    except OSError as e:
+        raise ResourceLimitError(f"{what} {p}: cannot stat ({e.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                else "a device node" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise ResourceLimitError(f"{what} {p}: is {kind}; only regular files are read")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise ResourceLimitError(f"{what} {p}: {st.st_size} bytes, more than the "
+                                 f"{max_bytes} allowed here")
+    return st.st_size
+
+
+def read_regular_file(path: str | Path, what: str, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file of at most `max_bytes` (see check_regular_file); reads
+    at most one byte past the limit, so a file growing under us cannot exhaust memory."""
+    check_regular_file(path, what, max_bytes)
+    with open(path, "rb") as fh:
+        data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise ResourceLimitError(f"{what} {path}: more than the {max_bytes} bytes allowed here")
+    return data
+
+
+def _human(nbytes: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit} ({nbytes} bytes)"
+    return f"{nbytes} bytes"
+
+
+__all__ = ["DEFAULT_MAX_TENSOR_BYTES", "TENSOR_ENV", "check_regular_file", "check_tensor_bytes",
+           "max_tensor_bytes", "parse_bytes", "read_regular_file", "tensor_limit", "tensor_nbytes"]
