@@ -7,6 +7,10 @@ naming it, before any memory is touched (never a MemoryError or a hang from deep
     RETARGET_MAX_TENSOR_BYTES=8G retarget run big.onnx --random     # raise the limit
     with tensor_limit(1 << 20): ...                                  # lower it for a block
 
+The same holds for work: a simulated device estimates a program's operations before running it
+and refuses one beyond `max_device_work()` ($RETARGET_MAX_DEVICE_WORK, `work_limit`), so a
+stream whose loops would run for hours fails at once instead of spinning.
+
 The default (4 GiB per tensor) is well under the 24 GiB these machines have, so one tensor
 at the limit plus its copies still fits.
 """
@@ -63,6 +67,50 @@ def tensor_limit(nbytes: int) -> Iterator[None]:
         yield
     finally:
         _override.value = previous
+
+
+DEFAULT_MAX_DEVICE_WORK = 10 ** 11
+WORK_ENV = "RETARGET_MAX_DEVICE_WORK"
+_work_override = threading.local()
+
+
+def max_device_work() -> int:
+    """The most work (simulated multiply-accumulates plus ALU lane operations) one task may
+    ask of a simulated device: the innermost `work_limit` block, else $RETARGET_MAX_DEVICE_WORK,
+    else 10^11 (about a minute of simulation; ResNet-50 at 224 is about 10^10)."""
+    value = getattr(_work_override, "value", None)
+    if value is not None:
+        return value
+    env = os.environ.get(WORK_ENV)
+    if env:
+        try:
+            value = int(float(env))
+        except ValueError:
+            raise ResourceLimitError(f"{WORK_ENV}={env!r} is not a number") from None
+        if value <= 0:
+            raise ResourceLimitError(f"{WORK_ENV}={env!r} must be positive")
+        return value
+    return DEFAULT_MAX_DEVICE_WORK
+
+
+@contextlib.contextmanager
+def work_limit(operations: int) -> Iterator[None]:
+    """Use `operations` as the device work limit inside the block (this thread only)."""
+    previous = getattr(_work_override, "value", None)
+    _work_override.value = int(operations)
+    try:
+        yield
+    finally:
+        _work_override.value = previous
+
+
+def check_device_work(what: str, operations: int) -> None:
+    """Refuse a program whose estimated work exceeds the limit, before it runs."""
+    limit = max_device_work()
+    if operations > limit:
+        raise ResourceLimitError(f"{what}: the program would perform about {operations:.3g} "
+                                 f"operations, over the {limit:.3g} work limit (set {WORK_ENV} "
+                                 f"to raise it)")
 
 
 def tensor_nbytes(shape: Sequence[int], dtype) -> int:
@@ -126,5 +174,7 @@ def _human(nbytes: int) -> str:
     return f"{nbytes} bytes"
 
 
-__all__ = ["DEFAULT_MAX_TENSOR_BYTES", "TENSOR_ENV", "check_regular_file", "check_tensor_bytes",
-           "max_tensor_bytes", "parse_bytes", "read_regular_file", "tensor_limit", "tensor_nbytes"]
+__all__ = ["DEFAULT_MAX_DEVICE_WORK", "DEFAULT_MAX_TENSOR_BYTES", "TENSOR_ENV", "WORK_ENV",
+           "check_device_work", "check_regular_file", "check_tensor_bytes", "max_device_work",
+           "max_tensor_bytes", "parse_bytes", "read_regular_file", "tensor_limit", "tensor_nbytes",
+           "work_limit"]

@@ -220,7 +220,7 @@ def test_configure_options():
     dev.configure(memory_bytes=2048, lanes=8)
     assert dev.stats().memory.capacity == 2048 and dev.options["lanes"] == 8
     assert dev.options["alignment"] == 64  # earlier options are kept
-    with pytest.raises(DeviceError, match=r"unknown option\(s\) clock; known: alignment, lanes, "
+    with pytest.raises(DeviceError, match=r"unknown option\(s\) clock; known: alignment, blas_threads, lanes, "
                                           r"memory_bytes"):
         dev.configure(clock=100)
     with pytest.raises(DeviceError, match="memory_bytes must be a positive int"):

@@ -88,8 +88,8 @@ def test_raw_task_fifo_and_sram_state_persisting_between_tasks():
     p1, p2 = dev.malloc(len(first)), dev.malloc(len(second))
     dev.copy_to_device(p1, np.frombuffer(first, np.uint8))
     dev.copy_to_device(p2, np.frombuffer(second, np.uint8))
-    ids = [dev.submit(Task("vta.run", {"insns": p1, "count": 2}, "load")),
-           dev.submit(Task("vta.run", {"insns": p2, "count": 2}, "store"))]
+    ids = [dev.submit(Task("vta.run", {"insns": p1, "count": 2, "memory": (src,)}, "load")),
+           dev.submit(Task("vta.run", {"insns": p2, "count": 2, "memory": (dst,)}, "store"))]
     records = dev.synchronize()
     assert [r.task_id for r in records] == ids and [r.name for r in records] == ["load", "store"]
     got = dev.copy_from_device(dst, (16,), np.int8)

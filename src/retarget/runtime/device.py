@@ -35,19 +35,31 @@ Extra configuration options are declared by extending `default_options`; a subcl
 react to them overrides `configure`, calls `super().configure(**options)` and reads `self.options`.
 A Task carries only data (kernel name, ints, floats, strings, device pointers), never callables,
 so a queue of tasks can be logged, replayed or sent to real hardware unchanged.
+
+Guarantees every simulated device inherits (docs/guarantees.md):
+
+- Thread safety: every method takes the device's reentrant `lock`; a runtime that needs several
+  calls to happen together (upload inputs, submit, synchronise, read outputs) holds `lock` around
+  them, so tasks from many threads and many modules sharing a device are serialised, never mixed.
+- Memory confinement: while a task runs, `task_memory` holds the allocations its pointer
+  arguments point into; a simulator asks `task_memory.violation(start, end)` before every access
+  and reports the instruction, the address and the allocation (or free memory) it hit. An
+  allocation is poisoned (filled with 0xDB) when freed, so stale reads are recognisable too.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from ..errors import DeviceError, RetargetError
 from .allocator import Allocation, AllocatorStats, BestFitAllocator
+from .threads import blas_threads, default_blas_threads
 
 DevicePtr = int  # a byte address in the device's memory
 
@@ -84,6 +96,30 @@ class DeviceStats:
     tasks_completed: int
     tasks_queued: int
     execute_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMemory:
+    """The allocations one running task was given (those its pointer arguments point into):
+    the only device memory the task may touch."""
+    allocations: tuple[Allocation, ...]
+    describe: Callable[[int], str]   # where an address lies (allocator.describe)
+
+    def violation(self, start: int, end: int) -> str | None:
+        """None when bytes [start, end) lie inside one of the task's allocations; otherwise a
+        message naming the address and what it hit."""
+        for a in self.allocations:
+            if a.start <= start and end <= a.end:
+                return None
+        given = ", ".join(f"[0x{a.start:x}, 0x{a.end:x})" for a in self.allocations) or "none"
+        return (f"bytes [0x{start:x}, 0x{end:x}) are outside the memory this task was given "
+                f"(its allocations: {given}); 0x{start:x} is {self.describe(start)}")
+
+
+POISON = 0xDB   # what freed device memory is filled with
+# A task argument any kernel may carry: a tuple of pointers to further allocations the task may
+# touch besides its kernel's pointer arguments (e.g. the DRAM image a VTA stream reads and writes).
+MEMORY_ARG = "memory"
 
 
 class Device:
@@ -163,6 +199,16 @@ def _task_failure(error: Exception, prefix: str, dropped: int) -> RetargetError:
     return DeviceError(f"{prefix}: {detail}; {dropped} queued task(s) after it were discarded")
 
 
+def _locked(method):
+    """Run a SimulatedDevice method under the device's lock (see the module docstring)."""
+    def wrapper(self, *args, **kwargs):
+        with self.lock:
+            return method(self, *args, **kwargs)
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    wrapper.__qualname__ = method.__qualname__
+    return wrapper
+
+
 def _is_address(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -172,7 +218,9 @@ class SimulatedDevice(Device):
 
     name = "simulated"
     kernels: Mapping[str, tuple[str, ...]] = {}
-    default_options: ClassVar[dict[str, Any]] = {"memory_bytes": 1 << 24, "alignment": 64}
+    # blas_threads: BLAS threads while a task executes (runtime/threads.py); None = unchanged.
+    default_options: ClassVar[dict[str, Any]] = {"memory_bytes": 1 << 24, "alignment": 64,
+                                                 "blas_threads": "default"}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -188,6 +236,9 @@ class SimulatedDevice(Device):
             raise TypeError(f"{cls.__name__}.kernels must be a mapping or a tuple of kernel names")
 
     def __init__(self, **options):
+        # Reentrant: a runtime holds it around a whole kernel run, whose calls take it again.
+        self.lock = threading.RLock()
+        self.task_memory: TaskMemory | None = None   # set only while a task executes
         self.options: dict[str, Any] = dict(self.default_options)
         self._memory = np.zeros(0, dtype=np.uint8)
         self._allocator: BestFitAllocator | None = None
@@ -201,6 +252,7 @@ class SimulatedDevice(Device):
 
     # ---- configuration -------------------------------------------------------------------------
 
+    @_locked
     def configure(self, **options) -> None:
         """Set options (see `default_options`) and (re)create device memory. Refused while
         allocations are live or tasks are queued, since it would invalidate them."""
@@ -216,6 +268,13 @@ class SimulatedDevice(Device):
             raise DeviceError(f"{self.name}: configure() with {len(self._queue)} queued task(s); "
                               f"synchronize() first")
         merged = {**self.options, **options}
+        if merged["blas_threads"] == "default":
+            merged["blas_threads"] = default_blas_threads()
+        threads = merged["blas_threads"]
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                    or threads < 1):
+            raise DeviceError(f"{self.name}: blas_threads must be a positive int or None, "
+                              f"got {threads!r}")
         size = merged["memory_bytes"]
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise DeviceError(f"{self.name}: memory_bytes must be a positive int, got {size!r}")
@@ -232,12 +291,14 @@ class SimulatedDevice(Device):
 
     # ---- memory --------------------------------------------------------------------------------
 
+    @_locked
     def malloc(self, nbytes: int, align: int = 64) -> DevicePtr:
         try:
             return self.allocator.malloc(nbytes, align)
         except DeviceError as e:
             raise DeviceError(f"{self.name}: {e}") from None
 
+    @_locked
     def free(self, ptr: DevicePtr) -> None:
         if _is_address(ptr):
             allocation = self.allocator.allocation_at(int(ptr))
@@ -247,11 +308,14 @@ class SimulatedDevice(Device):
                     raise DeviceError(f"{self.name}: free(0x{int(ptr):x}): still used by {user}; "
                                       f"synchronize() first")
             ptr = int(ptr)
+            if allocation is not None and allocation.start == ptr:
+                self._memory[allocation.start:allocation.end] = POISON
         try:
             self.allocator.free(ptr)
         except DeviceError as e:
             raise DeviceError(f"{self.name}: {e}") from None
 
+    @_locked
     def copy_to_device(self, ptr: DevicePtr, array: np.ndarray) -> None:
         host = np.asarray(array)
         if host.dtype.hasobject:
@@ -263,18 +327,24 @@ class SimulatedDevice(Device):
         self._bytes_in += data.size
         self._copies_in += 1
 
+    @_locked
     def copy_from_device(self, ptr: DevicePtr, shape: tuple[int, ...], dtype) -> np.ndarray:
         out = self.view(ptr, shape, dtype, what="copy_from_device").copy()
         self._bytes_out += out.nbytes
         self._copies_out += 1
         return out
 
+    @_locked
     def view(self, ptr: DevicePtr, shape: tuple[int, ...], dtype, what: str = "view") -> np.ndarray:
         """A writable NumPy view of device memory at `ptr` (for subclasses' execute). The whole
         range must lie within one live allocation."""
         dt, shape = self._check_layout(ptr, shape, dtype, what)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
         start = self._check_range(ptr, nbytes, what, shape, dt)
+        if self.task_memory is not None:   # inside execute(): only the task's own memory
+            problem = self.task_memory.violation(start, start + nbytes)
+            if problem:
+                raise DeviceError(f"{self.name}: {what}(0x{start:x}, {nbytes} bytes): {problem}")
         return self._memory[start:start + nbytes].view(dt).reshape(shape)
 
     def _check_layout(self, ptr, shape, dtype, what: str) -> tuple[np.dtype, tuple[int, ...]]:
@@ -318,6 +388,7 @@ class SimulatedDevice(Device):
             return tuple(self.kernels[kernel])
         return ()
 
+    @_locked
     def submit(self, task: Task) -> int:
         if not isinstance(task, Task):
             raise DeviceError(f"{self.name}: submit() takes a Task, got {type(task).__name__}")
@@ -332,6 +403,14 @@ class SimulatedDevice(Device):
             except TypeError as e:
                 raise DeviceError(f"{self.name}: {label}: argument '{key}' is a {e}; a Task holds "
                                   f"only data (ints, floats, strings, device pointers)") from None
+        extra = args.get(MEMORY_ARG, ())
+        if not isinstance(extra, tuple) or not all(_is_address(a) for a in extra):
+            raise DeviceError(f"{self.name}: {label}: argument '{MEMORY_ARG}' must be a tuple of "
+                              f"device pointers, got {extra!r}")
+        for ptr in extra:
+            if self.allocator.allocation_at(ptr) is None:
+                raise DeviceError(f"{self.name}: {label}: '{MEMORY_ARG}' pointer 0x{ptr:x} is "
+                                  f"{self.allocator.describe(ptr)}, not inside a live allocation")
         for arg in self.pointer_args(task.kernel):
             if arg not in args:
                 raise DeviceError(f"{self.name}: {label}: missing pointer argument '{arg}'")
@@ -349,13 +428,21 @@ class SimulatedDevice(Device):
         self._queue.append((task_id, Task(task.kernel, args, task.name)))
         return task_id
 
+    @_locked
     def synchronize(self) -> list[TaskRecord]:
         records: list[TaskRecord] = []
         while self._queue:
             task_id, task = self._queue.popleft()
             start = time.perf_counter()
+            self.task_memory = self._task_memory(task)
             try:
-                counters = self.execute(task)
+                with blas_threads(self.options["blas_threads"]):
+                    counters = self.execute(task)
+            except KeyboardInterrupt:
+                # Ctrl-C: the device stays usable; tasks queued after this one are dropped
+                # because they may depend on its output.
+                self._queue.clear()
+                raise
             except Exception as e:
                 # A fault stops the device like a reset: later tasks may depend on this one's
                 # output, so running them would produce wrong answers silently.
@@ -363,6 +450,8 @@ class SimulatedDevice(Device):
                 self._queue.clear()
                 raise _task_failure(e, f"{self.name}: task #{task_id} '{task.name}' (kernel "
                                        f"'{task.kernel}') failed", dropped) from e
+            finally:
+                self.task_memory = None
             seconds = time.perf_counter() - start
             self._execute_seconds += seconds
             record = TaskRecord(task_id, task.name, task.kernel, seconds,
@@ -380,18 +469,33 @@ class SimulatedDevice(Device):
                               f"a dict of str -> int counters, got {counters!r}")
         return {k: int(v) for k, v in counters.items()}
 
+    def _task_memory(self, task: Task) -> TaskMemory:
+        """The allocations `task`'s pointer arguments point into (checked live at submit)."""
+        allocations = []
+        for ptr in self._task_pointers(task):
+            allocation = self.allocator.allocation_at(ptr)
+            if allocation is not None and allocation not in allocations:
+                allocations.append(allocation)
+        return TaskMemory(tuple(allocations), self.allocator.describe)
+
+    def _task_pointers(self, task: Task) -> list[int]:
+        """Every device pointer `task` holds: its kernel's pointer arguments and `memory`."""
+        return [task.args[a] for a in self.pointer_args(task.kernel)] + list(
+            task.args.get(MEMORY_ARG, ()))
+
     def _queued_user_of(self, allocation: Allocation) -> str:
-        """Describe the first queued task with a pointer argument into `allocation`, or ''."""
+        """Describe the first queued task holding a pointer into `allocation`, or ''."""
         for task_id, task in self._queue:
-            for arg in self.pointer_args(task.kernel):
-                if allocation.contains(task.args[arg]):
-                    return f"queued task #{task_id} '{task.name}' (argument '{arg}')"
+            for ptr in self._task_pointers(task):
+                if allocation.contains(ptr):
+                    return f"queued task #{task_id} '{task.name}'"
         return ""
 
     def execute(self, task: Task) -> dict[str, int]:
         raise NotImplementedError(f"{type(self).__name__} does not implement execute(); "
                                   f"simulated devices must override it")
 
+    @_locked
     def stats(self) -> DeviceStats:
         return DeviceStats(
             name=self.name,
@@ -407,5 +511,5 @@ class SimulatedDevice(Device):
         )
 
 
-__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "SimulatedDevice", "Task",
-           "TaskRecord"]
+__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "MEMORY_ARG", "POISON", "SimulatedDevice", "Task",
+           "TaskMemory", "TaskRecord"]

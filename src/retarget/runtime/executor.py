@@ -5,9 +5,16 @@ their kernel on the target's device. Tensors are copied host->device only when a
 reads a value that lives on the host, and device->host only when the host reads a device value
 (a CPU region or a graph output); values passed from one device region to the next stay in
 device memory. Buffers are freed after their last reader. Each run leaves a per-region profile.
+
+Thread safety: everything one run needs (host tensors, device buffers, its profile) is local
+to that call, and a device region runs under the device's lock (allocate, upload, run the
+kernel, read back), so many threads may call `run` on one Executor, and several executors may
+share one device: device work is serialised, CPU regions run concurrently.
 """
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -36,19 +43,30 @@ class RegionProfile:
 class Executor:
     """Runs one Module on one device instance (created once; kernels uploaded once)."""
 
-    def __init__(self, module):
+    def __init__(self, module, device=None):
+        """`device`: run on this device (shared with other executors) instead of a new one
+        from the target's make_device(); the executor then does not own it."""
         self.module = module
         self.device = None
-        self.profile: list[RegionProfile] = []
+        self.profile: list[RegionProfile] = []   # the last finished run's
         cfg = module.target.config
         self.fast = bool(getattr(cfg, "fast", True)) if module.target.name == CPU else True
         if module.offloaded:
-            self.device = module.target.make_device()
+            self.device = device if device is not None else module.target.make_device()
             if self.device is None:
                 raise TargetError(f"target {module.target.name!r} offloads regions but has no device")
-            for r in module.offloaded:
-                self._kernel(r).upload(self.device)
+            with self._device_lock():
+                for r in module.offloaded:
+                    self._kernel(r).upload(self.device)
         self._plan()
+
+    def _device_lock(self):
+        """The device's lock (every SimulatedDevice has one); a plain lock for a device class
+        without one, so its kernel runs are still serialised."""
+        lock = getattr(self.device, "lock", None)
+        if lock is None:
+            lock = self.__dict__.setdefault("_fallback_lock", threading.RLock())
+        return lock
 
     def _kernel(self, region):
         try:
@@ -75,19 +93,24 @@ class Executor:
             host[v] = v.const
         dev: dict[Value, int] = {}
         keep = {id(v) for v in graph.outputs}
-        self.profile = []
+        profile: list[RegionProfile] = []
+        progress = _Progress(len(self.module.regions))
         try:
             for k, region in enumerate(self.module.regions):
                 t0 = time.perf_counter()
                 if region.target == CPU:
                     prof = self._run_cpu(region, host)
                 else:
-                    prof = self._run_device(region, host, dev)
+                    with self._device_lock():
+                        prof = self._run_device(region, host, dev)
                 prof.seconds = time.perf_counter() - t0
-                self.profile.append(prof)
+                profile.append(prof)
                 self._free_after(k, host, dev, keep)
+                progress.update(k + 1, region.name)
+            self.profile = profile
             return {v.name: host[v] for v in graph.outputs}
         finally:
+            progress.close()
             for ptr in dev.values():
                 self.device.free(ptr)
 
@@ -138,9 +161,32 @@ class Executor:
 
     def close(self) -> None:
         if self.device is not None:
-            for r in self.module.offloaded:
-                self._kernel(r).release(self.device)
+            with self._device_lock():
+                for r in self.module.offloaded:
+                    self._kernel(r).release(self.device)
             self.device = None
+
+
+class _Progress:
+    """A one-line progress display on stderr for runs longer than 2 s (a terminal only)."""
+
+    DELAY = 2.0
+
+    def __init__(self, total: int):
+        self.total, self.start, self.shown = total, time.perf_counter(), False
+        self.enabled = sys.stderr.isatty()
+
+    def update(self, done: int, name: str) -> None:
+        if self.enabled and time.perf_counter() - self.start > self.DELAY:
+            self.shown = True
+            sys.stderr.write(f"\rretarget: region {done}/{self.total} ({name}) "
+                             f"{time.perf_counter() - self.start:.1f} s\x1b[K")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 def execute(module, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], list[RegionProfile]]:

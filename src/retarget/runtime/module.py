@@ -11,6 +11,7 @@ offloaded region's nodes are also compiled into its kernel.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -30,17 +31,30 @@ class Module:
     kernels: dict[str, Kernel]       # offloaded region name -> its kernel
     report: PlacementReport
     _executor: object | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def offloaded(self) -> list[Region]:
         return [r for r in self.regions if r.target != "cpu"]
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run one inference; returns output name -> array (like retarget.run)."""
+        """Run one inference; returns output name -> array (like retarget.run). Safe to call
+        from many threads at once (runtime/executor.py says how)."""
+        with self._lock:   # one executor (one device, kernels uploaded once) per module
+            if self._executor is None:
+                from .executor import Executor
+                self._executor = Executor(self)
+            executor = self._executor
+        return executor.run(inputs)
+
+    def bind(self, device) -> None:
+        """Run on `device` from now on, e.g. one device shared by several modules. The module
+        does not own it: close() releases the kernels' memory on it but leaves it running."""
         from .executor import Executor
-        if self._executor is None:
-            self._executor = Executor(self)
-        return self._executor.run(inputs)
+        with self._lock:
+            if self._executor is not None:
+                self._executor.close()
+            self._executor = Executor(self, device)
 
     @property
     def profile(self) -> list:

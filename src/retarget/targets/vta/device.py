@@ -4,7 +4,8 @@
 where LOAD instructions read, STORE results are read back with copy_from_device. One kernel:
 
     "vta.run"  args: insns = device pointer to a binary instruction stream (16 B each),
-                     count = number of instructions
+                     count = number of instructions,
+                     memory = (pointers to the allocations its LOAD/STOREs may touch,)
                counters: the simulator's (inp/wgt/acc/uop load bytes, out store bytes,
                          gemm/alu counters, instructions per module) plus "instructions".
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...errors import DeviceError
-from ...runtime.device import DevicePtr, SimulatedDevice, Task, TaskRecord
+from ...runtime.device import MEMORY_ARG, DevicePtr, SimulatedDevice, Task, TaskRecord
 from .config import VTAConfig, preset
 from .isa import INSN_BYTES, Insn, MemInsn, encode_stream, layout_for
 from .sim import Simulator
@@ -35,7 +36,9 @@ class LoadedProgram:
     count: int
 
     def task(self, name: str = "") -> Task:
-        return Task("vta.run", {"insns": self.insns, "count": self.count}, name)
+        # The stream may touch its own DRAM image and nothing else (memory confinement).
+        return Task("vta.run", {"insns": self.insns, "count": self.count,
+                                MEMORY_ARG: (self.base,)}, name)
 
 
 def relocate(insns: list[Insn], cfg: VTAConfig, byte_offset: int) -> list[Insn]:
@@ -82,7 +85,11 @@ class VTADevice(SimulatedDevice):
                               f"instructions, got {count!r}")
         raw = self.view(task.args["insns"], (count * INSN_BYTES,), np.uint8,
                         what="vta.run instruction stream")
-        result = self.sim.run(raw.tobytes())
+        self.sim.mem.confine = self.task_memory
+        try:
+            result = self.sim.run(raw.tobytes())
+        finally:
+            self.sim.mem.confine = None
         counters = result.counters.as_dict()
         counters["instructions"] = result.instructions
         return counters

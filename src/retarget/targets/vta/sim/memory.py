@@ -15,6 +15,7 @@ is exact here: a GEMM sums int8 x int8 products (< 2^14 each) over far fewer tha
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,9 @@ class SimMemory:
     inp_f: np.ndarray = field(init=False)
     wgt_t: np.ndarray = field(init=False)
     elem_bytes: dict = field(init=False)     # MemType -> DRAM element bytes
+    # The device memory the running task was given (runtime/device.py TaskMemory); None lets
+    # a stream touch all of DRAM (a bare Simulator with no device around it).
+    confine: Any = None
 
     def __post_init__(self):
         c = self.cfg
@@ -87,6 +91,10 @@ class SimMemory:
             raise SimFault(f"DRAM address outside memory: {what} touches bytes "
                            f"[0x{byte_base:x}, 0x{end:x}) but DRAM has {self.dram.size} bytes "
                            f"(0x{self.dram.size:x})")
+        if self.confine is not None:
+            problem = self.confine.violation(byte_base, end)
+            if problem:
+                raise SimFault(f"memory confinement: {what}: {problem}")
         return byte_base, end
 
     # ---- LOAD ----------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 
+from ....limits import check_device_work
 from ..config import VTAConfig
 from ..disasm import format_insn
 from ..isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
@@ -44,7 +45,11 @@ _UNSIGNED_FIELDS = {
 
 @dataclass(slots=True)
 class SimCounters:
-    """The published simulator's counters, plus instructions run per module."""
+    """The published simulator's counters (tvm-vta src/sim/sim_driver.cc, `Profiler`), counted
+    as it counts them, plus instructions run per module. Each *_load_nbytes adds
+    y_size * x_size * the SRAM element's bytes; for an ACC_8BIT load that is the accumulator
+    element (BATCH * BLOCK_OUT * 4 bytes, 64 on pynq), as upstream's `Load_int8` counts it,
+    although only one byte per lane (16 on pynq) crosses from DRAM."""
     inp_load_nbytes: int = 0
     wgt_load_nbytes: int = 0
     acc_load_nbytes: int = 0
@@ -144,6 +149,17 @@ def _check_fields(index: int, insn) -> None:
             raise _fail(index, insn, f"field {name}={v!r} must be a non-negative integer")
 
 
+def stream_work(insns, cfg: VTAConfig) -> int:
+    """Operations a stream asks for (GEMM multiply-accumulates + ALU lane operations), counted
+    from the loop extents alone, so a stream is judged before it runs."""
+    work = 0
+    for insn in insns:
+        if isinstance(insn, (GemmInsn, AluInsn)):
+            n = insn.iter_out * insn.iter_in * max(0, insn.uop_end - insn.uop_bgn) * cfg.batch
+            work += n * cfg.block_out * (cfg.block_in if isinstance(insn, GemmInsn) else 1)
+    return work
+
+
 class Simulator:
     """One VTA instance: its memory (DRAM + SRAMs, persistent across runs) and a plan cache.
 
@@ -186,6 +202,7 @@ class Simulator:
                     (pops if k < 2 else pushes).append(dq[k])
             queues_of.append((tuple(pops), tuple(pushes)))
             program[module].append(i)
+        check_device_work(f"VTA stream of {len(insns)} instruction(s)", stream_work(insns, self.cfg))
         return self._execute(insns, program, queues_of)
 
     def _execute(self, insns, program, queues_of) -> SimResult:
@@ -265,6 +282,8 @@ class Simulator:
                 counters.wgt_load_nbytes += nbytes
             elif mt is MemType.UOP:
                 counters.uop_load_nbytes += nbytes
+            elif mt is MemType.ACC_8BIT:   # upstream counts the SRAM element, not DRAM bytes
+                counters.acc_load_nbytes += insn.y_size * insn.x_size * self.cfg.acc_elem_bytes
             else:
                 counters.acc_load_nbytes += nbytes
         elif isinstance(insn, GemmInsn):
