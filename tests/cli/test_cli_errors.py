@@ -43,7 +43,7 @@ def _fails_cleanly(argv, capsys, *must_mention: str) -> str:
                     f"traceback): {e}")
     captured = capsys.readouterr()
     err = captured.err.strip()
-    assert code not in (0, None), f"exit code {code} for bad input; stdout: {captured.out}"
+    assert code == 2, f"exit code {code} for bad input (expected 2); stdout: {captured.out}"
     assert "Traceback" not in err
     lines = err.splitlines()
     assert len(lines) == 1, f"expected one line on stderr, got {len(lines)}:\n{err}"

@@ -92,5 +92,5 @@ def test_demo_prints_the_per_layer_cycle_summary(tmp_path, capsys):
 def test_bad_report_requests_fail_clearly(compiled, resnet_file, tmp_path, capsys, argv,
                                           message):
     argv = [a.format(model=resnet_file, dir=compiled, tmp=tmp_path) for a in argv]
-    assert main(argv) == 1
+    assert main(argv) == 2
     assert message in capsys.readouterr().err

@@ -63,7 +63,7 @@ def test_save_load_run_identical(module, tmp_path):
 def test_manifest_records_target_and_kernels(module, tmp_path):
     module.save(tmp_path)
     man = json.loads((tmp_path / "manifest.json").read_text())
-    assert man["format"] == "retarget-module" and man["version"] == 1
+    assert man["format"] == "retarget-module" and man["version"] == 2
     assert man["target"] == {"name": "toy", "preset": None, "config": module.target.config_dict()}
     kernels = [r["kernel"] for r in man["regions"] if r["target"] == "toy"]
     assert kernels and all(k["kind"] == "toy.program" for k in kernels)
@@ -88,7 +88,7 @@ def test_paths_in_manifest_stay_inside_the_artifact(module, tmp_path):
     man = json.loads((tmp_path / "manifest.json").read_text())
     man["graph"] = "../../etc/passwd"
     (tmp_path / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(ModelLoadError, match="outside the artifact directory"):
+    with pytest.raises(ModelLoadError, match="escapes the artifact directory"):
         Module.load(tmp_path)
 
 
@@ -117,7 +117,8 @@ def test_unregistered_target_fails_listing_known(module, tmp_path):
     man = json.loads((tmp_path / "manifest.json").read_text())
     man["target"]["name"] = "ghost"
     (tmp_path / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(TargetError, match="unknown target 'ghost'.*known targets"):
+    with pytest.raises(ModelLoadError, match="target name 'ghost' is not a registered target "
+                                             "\\(known: .*toy"):
         Module.load(tmp_path)
 
 

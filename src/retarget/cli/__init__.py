@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return 2   # bad input (as argparse's usage errors): one line, no traceback
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import InputError, TargetError
 from ..targets.registry import load_plugin
+from .arrays import load_array_file
 
 
 def add_target_options(p: argparse.ArgumentParser, *, target_required: bool) -> None:
@@ -26,6 +27,13 @@ def add_target_options(p: argparse.ArgumentParser, *, target_required: bool) -> 
                    help="override a target config field (repeatable)")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
                    help="Python file defining and registering a target (repeatable)")
+
+
+def add_verify_option(p: argparse.ArgumentParser) -> None:
+    """--no-verify: load a module artifact without comparing its files' SHA-256 sums."""
+    p.add_argument("--no-verify", action="store_true",
+                   help="load a compiled module without checking its files' SHA-256 sums "
+                        "(sizes, file kinds and structure are still checked)")
 
 
 def add_compile_options(p: argparse.ArgumentParser) -> None:
@@ -73,7 +81,11 @@ def parse_overrides(items: list[str]) -> dict[str, str]:
 def compile_from_args(args: argparse.Namespace):
     from ..compiler import compile
     load_plugins(args.plugin)
-    return compile(args.model, args.target or "cpu", cpu_nodes=args.cpu_node,
+    model = args.model
+    if getattr(args, "input_shape", None):   # bind shapes before compiling, as `run` does
+        from .inspect_cmd import load_model
+        model = load_model(args.model, args.input_shape)
+    return compile(model, args.target or "cpu", cpu_nodes=args.cpu_node,
                    min_region_macs=args.min_region_macs, config=parse_overrides(args.config),
                    calibration=read_calibration(getattr(args, "calibration", None)))
 
@@ -83,14 +95,10 @@ def read_calibration(path: str | None):
     quantiser), or None. A single unnamed array (.npy) is passed as it is."""
     if path is None:
         return None
-    try:
-        data = np.load(path, allow_pickle=False)
-    except ValueError as e:
-        raise InputError(f"--calibration {path}: not a NumPy .npz/.npy of arrays ({e})") from None
+    data = load_array_file(path, f"--calibration {path}")
     if isinstance(data, np.ndarray):
         return data
-    with data:
-        arrays = {k: data[k] for k in data.files}
+    arrays = data
     if not arrays:
         raise InputError(f"--calibration {path}: holds no arrays")
     return _split_batches(arrays)
@@ -139,7 +147,10 @@ def run_compiled(args: argparse.Namespace) -> int:
         if args.target:
             raise TargetError(f"{path} is a compiled module (for its own target); "
                               f"--target applies to model files only")
-        module = Module.load(path)
+        if getattr(args, "input_shape", None):
+            raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
+                             f"were fixed when it was compiled; recompile the model to change them")
+        module = Module.load(path, verify=not getattr(args, "no_verify", False))
     else:
         module = compile_from_args(args)
     # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled
@@ -150,6 +161,10 @@ def run_compiled(args: argparse.Namespace) -> int:
     for name, a in outputs.items():
         print(f"{name}: {a.dtype}{list(a.shape)} mean={float(np.mean(a)):.6g} "
               f"min={float(np.min(a)) if a.size else 0:.6g} max={float(np.max(a)) if a.size else 0:.6g}")
+    if getattr(args, "output", None):
+        from .run_cmd import save_outputs
+        save_outputs(outputs, args.output)
+        print(f"wrote {args.output}")
     if getattr(args, "profile", False):
         print(format_profile(module.profile))
     if wants_report(args):   # the cycle model's figures, beside this run's measured host times

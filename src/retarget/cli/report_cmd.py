@@ -71,7 +71,7 @@ def emit_report(module, args: argparse.Namespace, *, print_table: bool = True,
 
 
 def register(subparsers) -> None:
-    from .compile_cmd import add_compile_options, add_target_options
+    from .compile_cmd import add_compile_options, add_target_options, add_verify_option
     p = subparsers.add_parser(
         "report", help="where the time goes: per-layer cycle-model report of a compiled module",
         description="Time every VTA region of a compiled module (a directory written by "
@@ -83,6 +83,7 @@ def register(subparsers) -> None:
     p.add_argument("model", help="compiled module directory, or an ONNX model with --target")
     add_target_options(p, target_required=False)
     add_compile_options(p)
+    add_verify_option(p)
     add_report_options(p, flag=False)
     p.set_defaults(func=run_report)
 
@@ -97,7 +98,7 @@ def run_report(args: argparse.Namespace) -> int:
         if args.target:
             raise TargetError(f"{path} is a compiled module (for its own target); "
                               f"--target applies to model files only")
-        module = Module.load(path)
+        module = Module.load(path, verify=not args.no_verify)
     else:
         if not args.target:
             raise InputError(f"{path} is a model file: give --target (e.g. --target vta) to "

@@ -14,7 +14,9 @@ import numpy as np
 
 from ..errors import InputError
 from ..ir.graph import Graph
-from .compile_cmd import add_compile_options, add_target_options, run_compiled
+from ..limits import check_tensor_bytes
+from .arrays import load_array_file
+from .compile_cmd import add_compile_options, add_target_options, add_verify_option, run_compiled
 from .inspect_cmd import add_input_shape_option, load_model, model_input_names
 from .report_cmd import add_report_options, wants_report
 
@@ -40,6 +42,7 @@ def register(subparsers) -> None:
     # The compiled path (compile_cmd.run_compiled) reads these.
     add_target_options(p, target_required=False)
     add_compile_options(p)
+    add_verify_option(p)
     p.add_argument("--check", action="store_true",
                    help="with --target: compare with the CPU reference executor")
     p.add_argument("--profile", action="store_true", help="with --target: print the profile")
@@ -68,21 +71,7 @@ def run_model(args: argparse.Namespace) -> int:
 
 def _load_array_file(path: str, item: str):
     where = f"--input {item}" if item == path else f"--input {item} ({path})"
-    with open(path, "rb") as f:  # FileNotFoundError propagates: the CLI reports it as is
-        magic = f.read(6)
-    # NumPy's own message for a foreign file talks about pickles; say what the file is not.
-    if not (magic.startswith(b"\x93NUMPY") or magic.startswith(b"PK\x03\x04")):
-        raise InputError(f"{where}: not a NumPy .npy or .npz file")
-    try:
-        return np.load(path, allow_pickle=False)  # never unpickle what a user hands us
-    except ValueError as e:
-        if "allow_pickle" in str(e):
-            raise InputError(f"{where}: holds Python objects (pickled data), which retarget "
-                             f"does not load; save a numeric array") from None
-        raise InputError(f"{where}: unreadable .npy/.npz file ({e})") from None
-    except (OSError, EOFError) as e:
-        raise InputError(f"{where}: unreadable .npy/.npz file "
-                         f"({str(e) or type(e).__name__})") from None
+    return load_array_file(path, where)
 
 
 def read_input_files(items: list[str], input_names: list[str]) -> dict[str, np.ndarray]:
@@ -93,15 +82,14 @@ def read_input_files(items: list[str], input_names: list[str]) -> dict[str, np.n
         if not sep:
             name, path = "", item
         data = _load_array_file(path, item)
-        if isinstance(data, np.lib.npyio.NpzFile):
-            with data:
-                if name:  # NAME=file.npz: the file must hold that one array
-                    if name not in data.files:
-                        raise InputError(f"--input {item!r}: {path} has no array {name!r} "
-                                         f"(it has {data.files})")
-                    arrays[name] = data[name]
-                else:
-                    arrays.update({k: data[k] for k in data.files})
+        if isinstance(data, dict):
+            if name:  # NAME=file.npz: the file must hold that one array
+                if name not in data:
+                    raise InputError(f"--input {item!r}: {path} has no array {name!r} "
+                                     f"(it has {sorted(data)})")
+                arrays[name] = data[name]
+            else:
+                arrays.update(data)
             continue
         if not name:
             if len(input_names) != 1:
@@ -132,6 +120,10 @@ def complete_inputs(graph: Graph, given: dict[str, np.ndarray], random: bool,
                     seed: int) -> dict[str, np.ndarray]:
     """The given arrays plus, with `random`, seeded random data for the other inputs."""
     missing = [v for v in graph.inputs if v.name not in given]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"--seed {seed!r}: expected a non-negative integer")
+    for v in missing:   # refuse a huge declared input before allocating it
+        check_tensor_bytes(f"random data for input {v.name!r}", v.type.shape, v.type.dtype)
     if missing and not random:
         raise InputError(f"no data for input(s) {[f'{v.name}: {v.type}' for v in missing]}; "
                          f"give --input NAME=FILE.npy or --random")

@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import GraphError, ModelLoadError
+from ..errors import GraphError, ModelLoadError, ResourceLimitError, RetargetError
+from ..limits import read_regular_file
 from .graph import Graph, Node, Value
 from .types import TensorType
 
 FORMAT = "retarget.graph"
 VERSION = 1
+MAX_JSON_BYTES = 1 << 30   # a graph or manifest JSON larger than this is not one we wrote
 
 
 def arrays_path(path) -> Path:
@@ -104,9 +107,15 @@ def read_versioned_json(path: Path, fmt: str, version: int, what: str) -> dict:
     """A JSON document {"format": fmt, "version": version, ...} (graphs, module manifests), or
     ModelLoadError saying what `path` is not."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular_file(path, what, MAX_JSON_BYTES)
+    except ResourceLimitError as e:
+        raise ModelLoadError(str(e)) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise ModelLoadError(f"{path}: not valid JSON, so not a {what} ({e})") from None
+    except RecursionError:
+        raise ModelLoadError(f"{path}: JSON nested too deeply to be a {what}") from None
     if not isinstance(doc, dict) or doc.get("format") != fmt:
         raise ModelLoadError(f"{path}: not a {what} (format is not {fmt!r})")
     if doc.get("version") != version:
@@ -125,11 +134,13 @@ def load_graph(path) -> Graph:
             arrays = {k: z[k] for k in z.files}
     except FileNotFoundError:
         raise ModelLoadError(f"{path}: its arrays file {npz} is missing") from None
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
         raise ModelLoadError(f"{path}: its arrays file {npz} is unreadable ({e})") from None
     try:
         return _build(doc, arrays)
-    except (KeyError, TypeError, ValueError) as e:
+    except RetargetError as e:
+        raise ModelLoadError(f"{path}: {e}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
         raise ModelLoadError(f"{path}: malformed graph file ({type(e).__name__}: {e})") from None
 
 

@@ -13,10 +13,23 @@ Layout
 Only JSON and .npz (allow_pickle=False) are read. Kernels are rebuilt by the *registered*
 target's `load_kernel`, which maps the recorded kernel kind to a class it already has; nothing
 in the directory is imported or executed.
+
+Integrity (docs/guarantees.md): the manifest lists every other file of the artifact with its
+size and SHA-256. Before anything is built from an artifact, `load_module` checks that each
+listed file is a regular file inside the directory (no symlink, FIFO or device node, no path
+leaving it) of exactly the recorded size, and, unless `verify=False`, that its SHA-256 matches;
+every read is then bounded by the recorded size. Files not listed are never read. The manifest
+itself is checked field by field, the graph is verified as an import is, and the regions must
+form a valid schedule of the graph; each failure is a ModelLoadError naming the file and field.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
+import stat
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +37,18 @@ import numpy as np
 
 from ..errors import ModelLoadError, RetargetError
 from ..ir.serialize import load_graph, read_versioned_json, save_graph
+from ..ir.verify import verify as verify_graph
 from ..passes.partition import NodePlacement, PlacementReport
 from ..targets.base import Region
-from ..targets.registry import get_target
+from ..targets.registry import target_class, target_names
 
 FORMAT = "retarget-module"
-VERSION = 1
+VERSION = 2        # 2: the manifest lists every file with its size and SHA-256
 GRAPH_FILE = "graph.json"
+MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 64 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_CHUNK = 1 << 20
 
 
 def save_module(module, directory: str | Path) -> Path:
@@ -63,60 +81,239 @@ def save_module(module, directory: str | Path) -> Path:
     own = {k: a for k, a in weights.items() if k not in consts}
     with open(out / "weights.npz", "wb") as fh:
         np.savez(fh, allow_pickle=False, **own)
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+    _write_manifest(out, manifest)
     return out
 
 
-def load_module(directory: str | Path):
-    """Read an artifact directory written by save_module."""
+def reseal(directory: str | Path) -> None:
+    """Record the artifact's files as they are now (sizes and SHA-256) in its manifest: for
+    someone who edits an artifact on purpose and takes responsibility for what it holds."""
+    src = Path(directory)
+    _write_manifest(src, _read_manifest(src))
+
+
+def _write_manifest(out: Path, manifest: dict) -> None:
+    manifest["files"] = {rel: {"size": path.stat().st_size, "sha256": _sha256(path)}
+                         for rel, path in _artifact_files(out)}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+
+
+def _artifact_files(root: Path) -> list[tuple[str, Path]]:
+    """Every file below `root` except the manifest, as (relative POSIX path, path), sorted."""
+    found = []
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if rel != MANIFEST:
+                found.append((rel, path))
+    return sorted(found)
+
+
+def _sha256(path: Path, limit: int | None = None) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK if limit is None else min(_CHUNK, limit + 1)):
+            h.update(chunk)
+            if limit is not None:
+                limit -= len(chunk)
+                if limit < 0:
+                    break
+    return h.hexdigest()
+
+
+def load_module(directory: str | Path, verify: bool = True):
+    """Read an artifact directory written by save_module. `verify=False` skips the SHA-256
+    comparison (sizes, file kinds and every structural check still run)."""
     from .module import Module
     src = Path(directory)
     manifest = _read_manifest(src)
+    _check_manifest(src, manifest)
+    _check_files(src, manifest["files"], verify)
     try:
         with np.load(src / "weights.npz", allow_pickle=False) as z:
             weights = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
         raise ModelLoadError(f"{src / 'weights.npz'}: not a readable .npz of arrays ({e})") from None
+    t = manifest["target"]
     try:
-        t = manifest["target"]
-        target = get_target(f"{t['name']}:{t['preset']}" if t.get("preset") else t["name"],
-                            _jsonable_config(t["config"]))
-        graph = load_graph(src / _plain_name(manifest["graph"]))
-        for v in graph.constants():
-            weights.setdefault(v.name, v.const)
-        by_node = {n.name: n for n in graph.nodes}
-        by_value = {v.name: v for v in graph.values()}
-        regions, kernels = [], {}
-        for e in manifest["regions"]:
-            r = Region(e["name"], e["target"], [by_node[n] for n in e["nodes"]],
-                       [by_value[v] for v in e["inputs"]], [by_value[v] for v in e["outputs"]],
-                       int(e["macs"]))
-            regions.append(r)
-            if r.target != "cpu":
-                if r.target != target.name:
-                    raise ModelLoadError(f"region {r.name!r} is for target {r.target!r}, "
-                                         f"the module's target is {target.name!r}")
-                kdir = src / "kernels" / _plain_name(r.name)
-                kernels[r.name] = target.load_kernel(kdir, e["kernel"], weights)
+        target = target_class(t["name"])(preset=t["preset"]).with_overrides(
+            _jsonable_config(t["config"]))
+    except RetargetError as e:
+        raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
+    graph = load_graph(src / _plain_name(manifest["graph"]))
+    try:
+        verify_graph(graph)
+    except RetargetError as e:
+        raise ModelLoadError(f"{src / manifest['graph']}: {e}") from None
+    for v in graph.constants():
+        weights.setdefault(v.name, v.const)
+    regions = _build_regions(src, graph, manifest["regions"])
+    kernels = {}
+    for e, r in zip(manifest["regions"], regions):
+        if r.target == "cpu":
+            continue
+        if r.target != target.name:
+            raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} is for target "
+                                 f"{r.target!r}, the module's target is {target.name!r}")
+        if not isinstance(e.get("kernel"), dict):
+            raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel spec")
+        kernels[r.name] = target.load_kernel(src / "kernels" / _plain_name(r.name),
+                                             e["kernel"], weights)
+    try:
         rep = manifest["report"]
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
                                  int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]))
     except (KeyError, TypeError, ValueError) as e:
-        raise ModelLoadError(f"{src}: malformed module manifest ({type(e).__name__}: {e})") from None
+        raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
+                             f"({type(e).__name__}: {e})") from None
     return Module(graph, target, regions, kernels, report)
 
 
 def _read_manifest(src: Path) -> dict:
-    path = src / "manifest.json"
-    if not path.is_file():
-        raise ModelLoadError(f"{src} is not a retarget module directory (no manifest.json)")
+    path = src / MANIFEST
+    if not src.is_dir() or not os.path.lexists(path):
+        raise ModelLoadError(f"{src} is not a retarget module directory (no {MANIFEST})")
+    _check_regular(path, MAX_MANIFEST_BYTES, None)
     return read_versioned_json(path, FORMAT, VERSION, f"{FORMAT} manifest")
+
+
+def _fail(src: Path, what: str) -> ModelLoadError:
+    return ModelLoadError(f"{src / MANIFEST}: {what}")
+
+
+def _check_manifest(src: Path, m: dict) -> None:
+    """The manifest's fields have the types load_module relies on (the content of regions and
+    kernels is checked where it is used)."""
+    t = m.get("target")
+    if not isinstance(t, dict):
+        raise _fail(src, f"'target' must be an object, got {type(t).__name__}")
+    name = t.get("name")
+    if not isinstance(name, str) or name not in target_names():
+        raise _fail(src, f"target name {name!r} is not a registered target (known: "
+                         f"{', '.join(target_names())}); an artifact names its target, never a "
+                         f"config file")
+    if t.get("preset") is not None and not isinstance(t.get("preset"), str):
+        raise _fail(src, f"target preset must be a string or null, got {t.get('preset')!r}")
+    if not isinstance(t.get("config"), dict):
+        raise _fail(src, f"target config must be an object of fields, got "
+                         f"{type(t.get('config')).__name__}")
+    _plain_name(m.get("graph"))
+    if not isinstance(m.get("regions"), list) or not all(isinstance(r, dict) for r in m["regions"]):
+        raise _fail(src, "'regions' must be a list of objects")
+    if not isinstance(m.get("report"), dict):
+        raise _fail(src, "'report' must be an object")
+    files = m.get("files")
+    if not isinstance(files, dict):
+        raise _fail(src, "'files' must map each file of the artifact to its size and sha256")
+    for rel, entry in files.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("size"), int)
+                and not isinstance(entry.get("size"), bool) and entry["size"] >= 0
+                and isinstance(entry.get("sha256"), str) and _SHA256.fullmatch(entry["sha256"])):
+            raise _fail(src, f"files[{rel!r}] must be {{\"size\": bytes, \"sha256\": hex}}, "
+                             f"got {entry!r}")
+    for needed in ("weights.npz", m["graph"]):
+        if needed not in files:
+            raise _fail(src, f"'files' does not list {needed!r}")
+
+
+def _check_files(src: Path, files: dict, verify: bool) -> None:
+    root = src.resolve()
+    for rel, entry in files.items():
+        path = _inside(src, rel)
+        _check_regular(path, entry["size"], rel)
+        if not path.resolve().is_relative_to(root):   # a symlinked directory on the way
+            raise ModelLoadError(f"{path}: resolves outside the artifact directory {src}")
+        if verify and _sha256(path, entry["size"]) != entry["sha256"]:
+            raise ModelLoadError(f"{path}: contents do not match the SHA-256 recorded in the "
+                                 f"manifest (the file was modified or damaged; recompile, or "
+                                 f"load with --no-verify to skip this check)")
+
+
+def _inside(src: Path, rel: Any) -> Path:
+    """`src / rel`, refusing a path that leaves the artifact directory."""
+    parts = rel.split("/") if isinstance(rel, str) else None
+    if not parts or rel.startswith("/") or any(p in ("", ".", "..") for p in parts) \
+            or "\\" in rel or rel == MANIFEST:
+        raise ModelLoadError(f"{src / MANIFEST}: file path {rel!r} escapes the artifact "
+                             f"directory (only plain relative paths inside it are allowed)")
+    return src.joinpath(*parts)
+
+
+def _check_regular(path: Path, size: int, rel: str | None) -> None:
+    """A regular file (not a symlink, FIFO or device) of exactly `size` bytes (at most `size`
+    for the manifest itself, rel None)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise ModelLoadError(f"{path}: missing (the manifest lists it)") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise ModelLoadError(f"{path}: is a symbolic link; an artifact holds only regular files")
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelLoadError(f"{path}: is not a regular file (a FIFO, device or directory); "
+                             f"an artifact holds only regular files")
+    if rel is None:
+        if st.st_size > size:
+            raise ModelLoadError(f"{path}: {st.st_size} bytes, more than a manifest may be "
+                                 f"({size})")
+    elif st.st_size != size:
+        raise ModelLoadError(f"{path}: {st.st_size} bytes, the manifest records {size} "
+                             f"(truncated, extended or replaced)")
+
+
+def _build_regions(src: Path, graph, entries: list[dict]) -> list[Region]:
+    """The manifest's regions, checked to be a schedule of `graph`: every node in exactly one
+    region, each region's inputs available (graph inputs, constants or earlier regions'
+    outputs) when it runs, its outputs produced by its own nodes."""
+    by_node = {n.name: n for n in graph.nodes}
+    by_value = {v.name: v for v in graph.values()}
+    available = {id(v) for v in graph.inputs} | {id(v) for v in graph.constants()}
+    placed: set[str] = set()
+    regions = []
+    for i, e in enumerate(entries):
+        try:
+            name, target = e["name"], e["target"]
+            if not (isinstance(name, str) and isinstance(target, str)):
+                raise TypeError("name and target must be strings")
+            nodes = [by_node[n] for n in e["nodes"]]
+            inputs = [by_value[v] for v in e["inputs"]]
+            outputs = [by_value[v] for v in e["outputs"]]
+            macs = int(e["macs"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise _fail(src, f"region #{i} is malformed ({type(err).__name__}: {err})") from None
+        label = f"region #{i} {name!r}"
+        missing = [v.name for v in inputs if id(v) not in available]
+        if missing:
+            raise _fail(src, f"{label} reads {missing} before any earlier region produces them "
+                             f"(regions out of order?)")
+        inside = set(available) | {id(v) for v in inputs}
+        for node in nodes:
+            if node.name in placed:
+                raise _fail(src, f"{label}: node {node.name!r} is in two regions")
+            placed.add(node.name)
+            absent = [v.name for v in node.inputs if v is not None and id(v) not in inside]
+            if absent:
+                raise _fail(src, f"{label}: node {node.name!r} reads {absent}, which neither the "
+                                 f"region's inputs nor its earlier nodes provide")
+            inside.update(id(v) for v in node.outputs)
+        stray = [v.name for v in outputs if id(v) not in inside]
+        if stray:
+            raise _fail(src, f"{label}: outputs {stray} are not produced by the region")
+        available.update(id(v) for v in outputs)
+        regions.append(Region(name, target, nodes, inputs, outputs, macs))
+    unplaced = [n.name for n in graph.nodes if n.name not in placed]
+    if unplaced:
+        raise _fail(src, f"nodes {unplaced[:5]}{'...' if len(unplaced) > 5 else ''} are in no region")
+    if any(id(v) not in available for v in graph.outputs):
+        raise _fail(src, "the regions do not produce every graph output")
+    return regions
 
 
 def _plain_name(name: Any) -> str:
     # Names in a manifest become paths: keep them inside the artifact directory.
     if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
-        raise ModelLoadError(f"manifest names a file {name!r} outside the artifact directory")
+        raise ModelLoadError(f"manifest names a file {name!r} that escapes the artifact "
+                             f"directory (only plain file names are allowed)")
     return name
 
 
@@ -125,4 +322,4 @@ def _jsonable_config(config: dict) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in config.items()}
 
 
-__all__ = ["save_module", "load_module", "FORMAT", "VERSION"]
+__all__ = ["save_module", "load_module", "reseal", "FORMAT", "VERSION"]

@@ -67,10 +67,12 @@ class Module:
         return save_module(self, directory)
 
     @staticmethod
-    def load(directory: str | Path) -> "Module":
-        """Read an artifact directory written by `save`. Loads JSON and .npz only."""
+    def load(directory: str | Path, verify: bool = True) -> "Module":
+        """Read an artifact directory written by `save`. Loads JSON and .npz only, after
+        checking every file against the sizes and SHA-256 sums in its manifest (`verify=False`
+        skips the sums, not the other checks)."""
         from .artifact import load_module
-        return load_module(directory)
+        return load_module(directory, verify=verify)
 
     def export_regions(self, path: str | Path) -> Path:
         """Write the offloaded regions as JSON for an outside compiler (docs/partitioning.md)."""

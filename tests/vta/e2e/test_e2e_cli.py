@@ -19,5 +19,5 @@ def test_bad_calibration_file(r18_file, tmp_path, capsys):
     model, _ = r18_file
     bad = tmp_path / "bad.npz"
     bad.write_bytes(b"not an npz")
-    assert main(["compile", str(model), "--target", "vta", "--calibration", str(bad)]) == 1
+    assert main(["compile", str(model), "--target", "vta", "--calibration", str(bad)]) == 2
     assert "--calibration" in capsys.readouterr().err

@@ -25,6 +25,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ...errors import InputError, TargetError
+from ...limits import check_tensor_bytes
 from .config import PRESETS, VTAConfig
 from .isa import (ITER_BITS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
                   FinishInsn, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, encode_insn,
@@ -214,19 +215,52 @@ class Program:
 
     @classmethod
     def load(cls, prefix: str) -> "Program":
+        """Read a saved Program, checking that every offset, length and span in its JSON lies
+        within the DRAM image and the stream it describes (ValueError naming the field)."""
         from .isa import decode_stream
         with open(prefix + ".json", encoding="utf-8") as fh:
             meta = json.load(fh)
         cfg = VTAConfig.from_dict(meta["config"])
         with open(prefix + ".insn.bin", "rb") as fh:
-            insns = decode_stream(fh.read(), layout_for(cfg))
+            raw = fh.read()
+        if not raw or len(raw) % 16:
+            raise ValueError(f"{prefix}.insn.bin: {len(raw)} bytes is not a whole, non-empty "
+                             f"number of 16-byte instructions")
+        insns = decode_stream(raw, layout_for(cfg))
         with open(prefix + ".uop.bin", "rb") as fh:
-            uops = np.frombuffer(fh.read(), dtype="<u4").astype(np.uint32)
-        bufs = {b["name"]: DramBuffer(b["name"], int(b["offset"]), tuple(b["shape"]), b["dtype"])
-                for b in meta["buffers"]}
-        return cls(cfg, insns, uops, int(meta["uop_base"]), bufs, int(meta["dram_bytes"]),
-                   dict(meta.get("stats", {})),
-                   [(str(n), int(a), int(b)) for n, a, b in meta.get("layers", [])])
+            raw = fh.read()
+        if len(raw) % 4:
+            raise ValueError(f"{prefix}.uop.bin: {len(raw)} bytes is not a whole number of "
+                             f"4-byte micro-ops")
+        uops = np.frombuffer(raw, dtype="<u4").astype(np.uint32)
+        dram_bytes, uop_base = _count(meta["dram_bytes"], "dram_bytes"), _count(meta["uop_base"], "uop_base")
+        check_tensor_bytes(f"{prefix}.json: the program's DRAM image", (dram_bytes,), np.uint8)
+        if uop_base + uops.nbytes > dram_bytes:
+            raise ValueError(f"uop_base {uop_base} + {uops.nbytes} micro-op bytes exceeds "
+                             f"dram_bytes {dram_bytes}")
+        bufs = {}
+        for b in meta["buffers"]:
+            buf = DramBuffer(str(b["name"]), _count(b["offset"], "buffer offset"),
+                             tuple(_count(d, "buffer dim") for d in b["shape"]), str(b["dtype"]))
+            if buf.dtype not in ("int8", "int32", "uint32") or buf.offset + buf.nbytes > dram_bytes:
+                raise ValueError(f"buffer {buf.name!r} ({buf.dtype} {list(buf.shape)} at "
+                                 f"{buf.offset}) does not lie within the {dram_bytes}-byte image")
+            bufs[buf.name] = buf
+        layers = [(str(n), _count(a, "layer start"), _count(b, "layer stop"))
+                  for n, a, b in meta.get("layers", [])]
+        for n, a, b in layers:
+            if not a <= b <= len(insns):
+                raise ValueError(f"layer {n!r} spans instructions [{a}, {b}) of a stream of "
+                                 f"{len(insns)}")
+        return cls(cfg, insns, uops, uop_base, bufs, dram_bytes, dict(meta.get("stats", {})),
+                   layers)
+
+
+def _count(value, what: str) -> int:
+    """A non-negative int from a Program's JSON (bools and floats refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+    return value
 
 
 class StreamBuilder:

@@ -184,7 +184,7 @@ class VTAKernel(Kernel):
             keys = dict(doc["constants"])
             # artifacts written before per-layer MACs were kept have no "layers"
             layers = [LayerInfo.from_json(d) for d in doc.get("layers", [])]
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise ModelLoadError(f"vta kernel in {directory}: unreadable "
                                  f"({type(e).__name__}: {e})") from None
         if program.config != target.config:
