@@ -86,7 +86,8 @@ def _validate(model: onnx.ModelProto, where: str, text: bool = False, path=None)
             log.debug("%s: onnx.checker: %s (left to the importer)", where, msg)
             return
         first = msg.splitlines()[0] if msg else type(e).__name__
-        raise ModelLoadError(f"{where}: invalid ONNX model ({hint}): {first}") from None
+        # The file parsed as a whole model, so it is not truncated: say what the checker found.
+        raise ModelLoadError(f"{where}: invalid ONNX model: onnx.checker found: {first}") from None
     except ValueError as e:  # the checker refuses > 2 GB protos
         log.warning("%s: skipped onnx.checker (%s)", where, e)
 
@@ -126,7 +127,10 @@ def _np_dtype(elem_type: int, what: str) -> str:
     except (KeyError, ValueError, TypeError):
         name = None
     if name not in DTYPES:
-        tname = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
+        try:
+            tname = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "undefined"
+        except ValueError:   # a number no ONNX version defines
+            tname = f"#{elem_type} (not an ONNX type)"
         raise UnsupportedOpError(f"{what} has element type {tname}, which retarget does not "
                                  f"support; supported: {', '.join(DTYPES)}")
     return name

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import ShapeError
+
 # dtype names are NumPy's; these are the ones the IR accepts.
 DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "uint16",
           "int32", "uint32", "int64", "uint64", "bool")
@@ -27,7 +29,7 @@ class TensorType:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
         if any(d < 0 for d in self.shape):
-            raise ValueError(f"negative dimension in shape {self.shape}")
+            raise ShapeError(f"negative dimension in shape {self.shape}")
 
     @property
     def rank(self) -> int:

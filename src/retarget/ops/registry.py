@@ -100,7 +100,12 @@ def resolve_attrs(node) -> dict:
     attrs = {}
     for k, default in opdef.attrs.items():
         if k in node.attrs:
-            attrs[k] = node.attrs[k]
+            value = node.attrs[k]
+            if isinstance(default, (int, float)) and not isinstance(default, bool) and not \
+                    isinstance(value, (int, float, np.number, np.ndarray)):
+                raise ShapeError(f"{node_context(node)}: attribute {k!r} must be a number, got "
+                                 f"{value!r}")
+            attrs[k] = value
         elif default is REQUIRED:
             raise ShapeError(f"{node_context(node)}: required attribute {k!r} is missing")
         else:

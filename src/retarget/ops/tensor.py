@@ -111,19 +111,26 @@ register(OpDef("Constant", _constant, _constant_infer, attrs={k: None for k in _
                num_inputs=(0, 0)))
 
 
-def _constant_of_shape(shape, value=None):
+def _constant_of_shape_type(shape, value=None) -> tuple[tuple[int, ...], np.ndarray]:
+    """(output shape, the one-element fill) without allocating the output."""
     shape = _ints(shape)
     if any(d < 0 for d in shape):
         raise ShapeError(f"ConstantOfShape shape {shape} has a negative dimension")
     fill = np.zeros(1, np.float32) if value is None else np.asarray(value)
     if fill.size != 1:
         raise ShapeError(f"ConstantOfShape value must hold one element, got shape {fill.shape}")
+    return shape, fill
+
+
+def _constant_of_shape(shape, value=None):
+    shape, fill = _constant_of_shape_type(shape, value)
     return np.full(shape, fill.reshape(()), dtype=fill.dtype)
 
 
 def _constant_of_shape_infer(attrs, types, consts):
-    shape = need_const(consts, 0, "ConstantOfShape's shape input")
-    return [TensorType.of(_constant_of_shape(shape, attrs["value"]))]
+    shape, fill = _constant_of_shape_type(need_const(consts, 0, "ConstantOfShape's shape input"),
+                                          attrs["value"])
+    return [TensorType(shape, fill.dtype)]
 
 
 register(OpDef("ConstantOfShape", _constant_of_shape, _constant_of_shape_infer,
@@ -499,14 +506,22 @@ register(OpDef("Tile", lambda x, repeats: np.tile(x, _tile_reps(x.ndim, repeats)
                num_inputs=(2, 2)))
 
 
-def _range(start, limit, delta):
+def _range_length(start, limit, delta) -> int:
     for name, v in (("start", start), ("limit", limit), ("delta", delta)):
         if v.size != 1:
             raise ShapeError(f"Range {name} must be a scalar, got shape {v.shape}")
     s, l, d = (v.reshape(()) for v in (start, limit, delta))
     if d == 0:
         raise ShapeError("Range delta is 0")
-    n = max(int(np.ceil((l - s) / d)), 0)
+    n = np.ceil((l - s) / d)
+    if not np.isfinite(n):
+        raise ShapeError(f"Range from {s} to {l} by {d} has no finite length")
+    return max(int(n), 0)
+
+
+def _range(start, limit, delta):
+    n = _range_length(start, limit, delta)
+    s, d = start.reshape(()), delta.reshape(())
     # ONNX defines element i as start + i * delta (not a running sum that drifts).
     return (s + np.arange(n, dtype=start.dtype) * d).astype(start.dtype)
 
@@ -517,7 +532,7 @@ def _range_infer(attrs, types, consts):
         raise ShapeError(f"Range inputs must share a dtype, got {', '.join(map(str, types))}")
     vals = [need_const(consts, i, f"Range's {n} input")
             for i, n in enumerate(("start", "limit", "delta"))]
-    return [TensorType.of(_range(*vals))]
+    return [TensorType((_range_length(*vals),), types[0].dtype)]
 
 
 register(OpDef("Range", _range, _range_infer, num_inputs=(3, 3)))

@@ -67,6 +67,9 @@ def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RAND
         if samples.ndim != v.type.rank or samples.shape[1:] != v.type.shape[1:]:
             raise InputError(f"calibration array of shape {list(samples.shape)} does not fit "
                              f"input {v.name!r} {v.type} (only the batch axis may differ)")
+        if samples.shape[0] == 0:
+            raise InputError(f"calibration array for input {v.name!r} holds no samples "
+                             f"(shape {list(samples.shape)})")
         if samples.shape[0] % max(b, 1):  # not whole batches: one batch of another size
             return [{v.name: samples.astype(v.type.dtype)}]
         return [{v.name: samples[i:i + b].astype(v.type.dtype)}
@@ -88,13 +91,42 @@ def calibrate(graph: Graph, batches: list[dict[str, np.ndarray]]) -> dict[str, f
     shape error naming the node)."""
     maxima: dict[str, float] = {}
     rebound: dict[tuple, Graph] = {}
-    for batch in batches:
+    for i, batch in enumerate(batches):
+        _check_sample(graph, batch, i)
         values = run_graph(_for_batch(graph, batch, rebound), batch, intermediates=True)
         for name, a in values.items():
             if np.issubdtype(a.dtype, np.floating):
                 m = float(np.max(np.abs(a))) if a.size else 0.0
+                if not math.isfinite(m):   # max() would skip a NaN silently
+                    raise InputError(f"calibration sample #{i}: value {name!r} becomes "
+                                     f"{'NaN' if math.isnan(m) else 'infinite'} although the "
+                                     f"inputs are finite (the model overflows or divides by zero)")
                 maxima[name] = max(maxima.get(name, 0.0), m)
+    for v in graph.inputs:
+        if maxima.get(v.name) == 0.0:
+            warnings.warn(f"calibration: input {v.name!r} is zero in every sample; its scale is "
+                          f"the finest, 2^-{MAX_FRAC_BITS}, so any input beyond "
+                          f"{QMAX / 2 ** MAX_FRAC_BITS:g} in magnitude will saturate",
+                          stacklevel=3)
     return maxima
+
+
+def _check_sample(graph: Graph, batch: Mapping[str, np.ndarray], index: int) -> None:
+    """Every float input of a calibration sample is present, non-empty and finite."""
+    for v in graph.inputs:
+        if v.name not in batch:
+            raise InputError(f"calibration sample #{index} has no array for input {v.name!r} "
+                             f"(it has {sorted(batch)})")
+        a = np.asarray(batch[v.name])
+        if a.size == 0:
+            raise InputError(f"calibration sample #{index}: input {v.name!r} is empty "
+                             f"(shape {list(a.shape)})")
+        if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
+            bad = np.argwhere(~np.isfinite(a))[0]
+            raise InputError(f"calibration sample #{index}: input {v.name!r} holds "
+                             f"{int((~np.isfinite(a)).sum())} non-finite value(s) (first: "
+                             f"{a[tuple(bad)]} at index {tuple(int(i) for i in bad)}); "
+                             f"calibration needs finite data")
 
 
 def _for_batch(graph: Graph, batch: Mapping[str, np.ndarray], cache: dict) -> Graph:

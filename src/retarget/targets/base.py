@@ -23,6 +23,7 @@ are shared by every target.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -158,7 +159,8 @@ class Target:
         if unknown:
             raise TargetError(f"unknown config field(s) {unknown} for target {self.name!r}; "
                               f"known: {sorted(known)}")
-        changes = {k: _coerce(self.name, k, getattr(self.config, k), v) for k, v in overrides.items()}
+        changes = {k: _finite(self.name, k, _coerce(self.name, k, getattr(self.config, k), v))
+                   for k, v in overrides.items()}
         try:
             cfg = replace(self.config, **changes)
         except (TypeError, ValueError) as e:
@@ -222,6 +224,14 @@ class Target:
 
     def __repr__(self) -> str:
         return f"<Target {self.spec}>"
+
+
+def _finite(target: str, field_name: str, value: Any) -> Any:
+    """Config numbers must be finite: a NaN clock would flow into every report silently."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TargetError(f"target {target!r}: config field {field_name!r} must be a finite "
+                          f"number, got {value!r}")
+    return value
 
 
 def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:

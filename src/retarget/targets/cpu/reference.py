@@ -12,6 +12,8 @@ import numpy as np
 
 from ...errors import InputError, RetargetError, ShapeError, node_context
 from ...ir.graph import Graph, Value
+from ...ir.types import TensorType
+from ...limits import check_tensor_bytes
 from ...ops.registry import get_op, resolve_attrs
 
 
@@ -65,10 +67,29 @@ def run_graph(graph: Graph, inputs: Mapping[str, np.ndarray], *, intermediates: 
     return {v.name: env[v] for v in graph.outputs}
 
 
+# Ops whose output size comes from the *values* of their inputs (a shape, repeats, pads,
+# scales, a range): a few bytes of input can ask for terabytes, so the output is sized and
+# checked against the tensor limit before the op allocates it.
+DATA_SIZED_OPS = frozenset({"ConstantOfShape", "Expand", "Tile", "Pad", "Resize", "Upsample",
+                            "Range", "OneHot"})
+
+
+def _check_output_size(node, opdef, attrs, args) -> None:
+    types = [None if a is None else TensorType.of(np.asarray(a)) for a in args]
+    try:
+        out_types = opdef.infer(attrs, types, list(args))
+    except (RetargetError, ValueError, TypeError, IndexError, OverflowError):
+        return   # the op itself reports what is wrong with its inputs
+    for v, t in zip(node.outputs, out_types):
+        check_tensor_bytes(f"{node_context(node)} output {v.name!r}", t.shape, t.dtype)
+
+
 def run_node(node, args: list, fast: bool = True) -> list[np.ndarray]:
     """Execute one node; errors from inside NumPy come back naming the node and shapes."""
     opdef = get_op(node.op, node)
     attrs = resolve_attrs(node)
+    if node.op in DATA_SIZED_OPS:
+        _check_output_size(node, opdef, attrs, args)
     try:
         outs = opdef.run(args, attrs, fast=fast, num_outputs=len(node.outputs))
     except RetargetError as e:

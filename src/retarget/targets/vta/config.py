@@ -139,8 +139,8 @@ def validate(c: VTAConfig) -> None:
     derive_layout(c)
     if c.bus_bytes <= 0 or c.bus_bytes & (c.bus_bytes - 1):
         bad(f"bus_bytes={c.bus_bytes} must be a power of two")
-    if c.clock_mhz <= 0:
-        bad("clock_mhz must be positive")
+    if not c.clock_mhz > 0 or c.clock_mhz == float("inf"):   # NaN fails `> 0`
+        bad(f"clock_mhz must be a positive finite number, got {c.clock_mhz!r}")
     if c.dram_bytes <= 0:
         bad(f"dram_bytes={c.dram_bytes} must be positive")
     for f in ("dma_latency", "gemm_pipeline", "alu_ii", "alu_pipeline", "insn_overhead",

@@ -41,6 +41,26 @@ def dense_weight(node: Node) -> np.ndarray:
     return np.ascontiguousarray(b.T)
 
 
+def dense_bias(node: Node) -> np.ndarray | None:
+    """A Gemm/MatMul bias as one int32 per output feature, what lower_dense takes. ONNX's Gemm
+    broadcasts C to the (M, N) output, so a scalar, (N,), (1, N) or (1, 1) bias is one value
+    per feature; a bias that varies along M is not, and raises TargetError naming the node."""
+    b = node.input(2)
+    if b is None:
+        return None
+    n_out = dense_weight(node).shape[0]
+    bias = np.asarray(b.const)
+    try:
+        rows = np.broadcast_to(bias, (max(1, bias.shape[0] if bias.ndim == 2 else 1), n_out))
+    except ValueError:
+        raise TargetError(f"{node.op} '{node.name}': bias of shape {list(bias.shape)} does not "
+                          f"broadcast to the {n_out} output features") from None
+    if not (rows == rows[:1]).all():
+        raise TargetError(f"{node.op} '{node.name}': bias of shape {list(bias.shape)} differs "
+                          f"between rows; the GEMM core adds one bias per output feature")
+    return np.ascontiguousarray(rows[0])
+
+
 def _lower_alu_node(ctx, n: Node, x: list):
     """QAdd / Relu / int8 Requantize / pooling on the ALU."""
     a = resolve_attrs(n)
@@ -90,16 +110,15 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
             if x is None:
                 raise TargetError(f"{n.op} '{n.name}': input {n.inputs[0].name!r} is not "
                                   f"available in region {region.name!r}")
-            b = n.input(2)
-            bias = None if b is None else b.const
+            bias = n.input(2).const if n.op == "Conv" and n.input(2) is not None else None
             if n.op == "Conv":
                 y = L.lower_conv2d(ctx, conv_layer(n, rq), x, n.inputs[1].const, bias)
             else:
                 w = dense_weight(n)
                 xm = x.as_matrix() if len(x.shape) == 4 else x
                 layer = L.Dense(n.name, int(xm.shape[0]), int(w.shape[1]), int(w.shape[0]),
-                                _requant_of(rq))
-                y = L.lower_dense(ctx, layer, xm, w, bias)
+                                _requant_of(rq), op=n.op)
+                y = L.lower_dense(ctx, layer, xm, w, dense_bias(n))
             packed[id(rq.outputs[0])] = y
         elif n.op in ("QAdd", "Relu", "Requantize", "MaxPool", "AveragePool"):
             x = [packed.get(id(v)) for v in n.inputs if v is not None and not v.is_const]

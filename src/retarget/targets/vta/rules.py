@@ -6,12 +6,13 @@ GEMM core only together with the Requantize that takes its int32 accumulator to 
 """
 from __future__ import annotations
 
+from ...errors import TargetError
 from ...ir.graph import Graph, Node, Value
 from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
 from ..base import Support, Target
 from .lower import reason
-from .region import conv_layer
+from .region import conv_layer, dense_bias
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
 
@@ -112,6 +113,10 @@ def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
         at = resolve_attrs(node)
         if at["transA"] or at["alpha"] != 1.0 or at["beta"] != 1.0:
             return Support.no(f"{where}: transA/alpha/beta must be 0/1/1 (the quantiser folds them)")
+    try:
+        dense_bias(node)
+    except TargetError as e:
+        return Support.no(str(e))
     why = _requant_reason(graph, node)
     return Support.no(why) if why else Support.yes("dense on the GEMM core, requantised on the ALU")
 

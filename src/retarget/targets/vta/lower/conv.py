@@ -362,7 +362,7 @@ class _ConvEmitter:
 
 
 def _check_operands(layer: Conv2d, cfg, x: PackedTensor, weight, bias, depthwise: bool):
-    where = f"Conv2d '{layer.name}'"
+    where = f"{layer.op} '{layer.name}'"
     if x.nchw != tuple(layer.in_shape) or x.dtype != "int8" or x.block != cfg.block_in:
         raise InputError(f"{where}: input buffer {x.buffer!r} holds {x.dtype}{list(x.shape)} in "
                          f"blocks of {x.block}; the layer reads int8{list(layer.in_shape)} in "
@@ -450,7 +450,7 @@ def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.
     N x C x 1 x 1 activation); returns the (batch x out_features) matrix tensor."""
     weight = np.asarray(weight)
     if weight.ndim != 2:
-        raise InputError(f"Dense '{layer.name}': weight must be 2-D (out x in), got "
+        raise InputError(f"{layer.op} '{layer.name}': weight must be 2-D (out x in), got "
                          f"{list(weight.shape)}")
     if schedule is None:
         schedule = choose_schedule(layer, ctx.cfg, vthreads, cost)

@@ -55,6 +55,7 @@ class Conv2d:
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
     groups: int = 1
     requant: Requant = Requant()
+    op: str = "Conv"          # the op as the user's graph names it, for messages
 
     @property
     def out_hw(self) -> tuple[int, int]:
@@ -80,11 +81,12 @@ class Dense:
     in_features: int
     out_features: int
     requant: Requant = Requant()
+    op: str = "Gemm"          # Gemm or MatMul, as the user's graph names it, for messages
 
     def as_conv(self) -> Conv2d:
         """The same computation as a 1x1 convolution on a 1x1 image (identical packed bytes)."""
         return Conv2d(self.name, (self.batch, self.in_features, 1, 1), self.out_features,
-                      (1, 1), requant=self.requant)
+                      (1, 1), requant=self.requant, op=self.op)
 
     @property
     def out_shape(self) -> tuple[int, int]:
