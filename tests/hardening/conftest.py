@@ -37,7 +37,7 @@ def vta_artifact(tmp_path_factory):
 @pytest.fixture(scope="session")
 def toy_artifact(tmp_path_factory):
     load_plugin(ROOT / "examples" / "toy_accelerator.py")
-    g = import_model(zoo.build("vgg11", size=16, width=0.125, num_classes=10, seed=0))
+    g = import_model(zoo.build("vgg11", size=32, width=0.125, num_classes=10, seed=0))
     m = retarget.compile(g, "toy", min_region_macs=0)
     x = _inputs(g)
     out = tmp_path_factory.mktemp("toy") / "art"

@@ -20,12 +20,12 @@ import json
 import math
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Container
 
 import numpy as np
 
 from ..errors import GraphError, ModelLoadError, ResourceLimitError, RetargetError
-from ..limits import read_regular_file
+from ..limits import check_regular_file, read_regular_file
 from .graph import Graph, Node, Value
 from .types import TensorType
 
@@ -124,11 +124,22 @@ def read_versioned_json(path: Path, fmt: str, version: int, what: str) -> dict:
     return doc
 
 
-def load_graph(path) -> Graph:
-    """Read a graph written by save_graph. ModelLoadError when the files are not such a graph."""
+def load_graph(path, allowed_arrays: Container[str] | None = None) -> Graph:
+    """Read a graph written by save_graph. ModelLoadError when the files are not such a graph.
+    The arrays file must be a regular file beside the JSON (and, when `allowed_arrays` is
+    given, one of those names: an artifact allows only the files its manifest lists)."""
     path = Path(path)
     doc = read_versioned_json(path, FORMAT, VERSION, "retarget graph JSON file")
-    npz = path.with_name(doc.get("arrays") or arrays_path(path).name)
+    name = doc.get("arrays") or arrays_path(path).name
+    if not isinstance(name, str) or Path(name).name != name or name in (".", "..") or (
+            allowed_arrays is not None and name not in allowed_arrays):
+        raise ModelLoadError(f"{path}: its arrays file {name!r} is not a file beside it that "
+                             f"may be read")
+    npz = path.with_name(name)
+    try:
+        check_regular_file(npz, f"{path}: arrays file")
+    except ResourceLimitError as e:
+        raise ModelLoadError(str(e)) from None
     try:
         with np.load(npz, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -165,9 +176,33 @@ def _decode_attr(a, arrays):
     return a
 
 
+def _names(items, what: str, optional: bool = False) -> list:
+    """A JSON list of value names (None allowed for omitted optional inputs)."""
+    if not isinstance(items, list) or not all(
+            isinstance(x, str) or (optional and x is None) for x in items):
+        raise TypeError(f"{what} must be a list of value names, got {items!r:.80}")
+    return items
+
+
 def _build(doc: dict, arrays: dict[str, np.ndarray]) -> Graph:
     values: dict[str, Value] = {}
+    for key in ("values", "nodes"):
+        if not isinstance(doc.get(key), list) or not all(isinstance(e, dict) for e in doc[key]):
+            raise TypeError(f"{key!r} must be a list of objects")
+    if not isinstance(doc.get("name", ""), str):
+        raise TypeError("the graph's name must be a string")
+    for n in doc["nodes"]:
+        if not (isinstance(n.get("op"), str) and isinstance(n.get("name"), str)
+                and isinstance(n.get("attrs"), dict)):
+            raise TypeError(f"node {n.get('name')!r:.60}: op and name must be strings, attrs an "
+                            f"object")
+        _names(n.get("inputs"), f"node {n['name']!r} inputs", optional=True)
+        _names(n.get("outputs"), f"node {n['name']!r} outputs")
+    _names(doc.get("inputs"), "graph inputs")
+    _names(doc.get("outputs"), "graph outputs")
     for e in doc["values"]:
+        if not isinstance(e.get("name"), str):
+            raise TypeError(f"value name must be a string, got {e.get('name')!r:.60}")
         t = e["type"]
         typ = None if t is None else TensorType(tuple(t["shape"]), t["dtype"])
         const = _array(arrays, e["const"]) if "const" in e else None

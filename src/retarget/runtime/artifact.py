@@ -137,11 +137,11 @@ def load_module(directory: str | Path, verify: bool = True):
         raise ModelLoadError(f"{src / 'weights.npz'}: not a readable .npz of arrays ({e})") from None
     t = manifest["target"]
     try:
-        target = target_class(t["name"])(preset=t["preset"]).with_overrides(
+        target = target_class(t["name"])(preset=t.get("preset")).with_overrides(
             _jsonable_config(t["config"]))
     except RetargetError as e:
         raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
-    graph = load_graph(src / _plain_name(manifest["graph"]))
+    graph = load_graph(src / _plain_name(manifest["graph"]), allowed_arrays=manifest["files"])
     try:
         verify_graph(graph)
     except RetargetError as e:
@@ -158,8 +158,18 @@ def load_module(directory: str | Path, verify: bool = True):
                                  f"{r.target!r}, the module's target is {target.name!r}")
         if not isinstance(e.get("kernel"), dict):
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel spec")
-        kernels[r.name] = target.load_kernel(src / "kernels" / _plain_name(r.name),
-                                             e["kernel"], weights)
+        kdir = src / "kernels" / _plain_name(r.name)
+        if not any(rel.startswith(f"kernels/{r.name}/") for rel in manifest["files"]):
+            raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel files "
+                                 f"(kernels/{r.name}/ is not in the artifact)")
+        try:
+            kernels[r.name] = target.load_kernel(kdir, e["kernel"], weights)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
+                RecursionError, OSError) as err:
+            # Everything in an artifact is input: a kernel loader that trips over a damaged
+            # field must still end in one clear error, not a traceback.
+            raise ModelLoadError(f"kernel of region {r.name!r} in {kdir}: malformed "
+                                 f"({type(err).__name__}: {err})") from None
     try:
         rep = manifest["report"]
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
@@ -267,7 +277,8 @@ def _build_regions(src: Path, graph, entries: list[dict]) -> list[Region]:
     outputs) when it runs, its outputs produced by its own nodes."""
     by_node = {n.name: n for n in graph.nodes}
     by_value = {v.name: v for v in graph.values()}
-    available = {id(v) for v in graph.inputs} | {id(v) for v in graph.constants()}
+    constants = {id(v) for v in graph.constants()}
+    available = {id(v) for v in graph.inputs} | constants
     placed: set[str] = set()
     regions = []
     for i, e in enumerate(entries):
@@ -286,7 +297,9 @@ def _build_regions(src: Path, graph, entries: list[dict]) -> list[Region]:
         if missing:
             raise _fail(src, f"{label} reads {missing} before any earlier region produces them "
                              f"(regions out of order?)")
-        inside = set(available) | {id(v) for v in inputs}
+        # what the region's nodes may read: constants, its declared inputs (the executor copies
+        # exactly those to where the region runs), and what its earlier nodes produce
+        inside = constants | {id(v) for v in inputs}
         for node in nodes:
             if node.name in placed:
                 raise _fail(src, f"{label}: node {node.name!r} is in two regions")

@@ -58,6 +58,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ..errors import DeviceError, RetargetError
+from ..limits import check_tensor_bytes
 from .allocator import Allocation, AllocatorStats, BestFitAllocator
 from .threads import blas_threads, default_blas_threads
 
@@ -278,6 +279,7 @@ class SimulatedDevice(Device):
         size = merged["memory_bytes"]
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise DeviceError(f"{self.name}: memory_bytes must be a positive int, got {size!r}")
+        check_tensor_bytes(f"{self.name}: device memory", (size,), np.uint8)
         allocator = BestFitAllocator(size, merged["alignment"])  # validates alignment
         self.options = merged
         self._allocator = allocator

@@ -142,6 +142,11 @@ class Executor:
             records = self._kernel(region).run(device, in_ptrs, out_ptrs)
         except RetargetError as e:
             raise type(e)(f"region {region.name!r} on {region.target}: {e}") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
+            # A kernel (a plugin's too) tripping over its own data is reported as the region's
+            # failure, never as a traceback from inside it.
+            raise TargetError(f"region {region.name!r} on {region.target}: the kernel failed "
+                              f"({type(e).__name__}: {e})") from None
         prof.tasks = len(records)
         for rec in records:
             for key, n in rec.counters.items():

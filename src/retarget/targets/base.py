@@ -163,7 +163,7 @@ class Target:
                    for k, v in overrides.items()}
         try:
             cfg = replace(self.config, **changes)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             raise TargetError(f"invalid config for target {self.name!r}: {e}") from None
         return type(self)(cfg, preset=self.preset_name)
 

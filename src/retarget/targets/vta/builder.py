@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
@@ -45,7 +46,8 @@ class DramBuffer:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        # Python ints: a shape read from a damaged file must not overflow int64 silently.
+        return math.prod(int(d) for d in self.shape) * np.dtype(self.dtype).itemsize
 
 
 @dataclass(frozen=True, slots=True)

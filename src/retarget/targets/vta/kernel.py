@@ -182,6 +182,8 @@ class VTAKernel(Kernel):
             inputs = [Binding.from_json(d) for d in doc["inputs"]]
             outputs = [Binding.from_json(d) for d in doc["outputs"]]
             keys = dict(doc["constants"])
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
+                raise ValueError("constants must map buffer names to weight names")
             # artifacts written before per-layer MACs were kept have no "layers"
             layers = [LayerInfo.from_json(d) for d in doc.get("layers", [])]
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
