@@ -136,6 +136,8 @@ def load_graph(path, allowed_arrays: Container[str] | None = None) -> Graph:
         raise ModelLoadError(f"{path}: its arrays file {name!r} is not a file beside it that "
                              f"may be read")
     npz = path.with_name(name)
+    if not npz.exists():
+        raise ModelLoadError(f"{path}: its arrays file {npz} is missing")
     try:
         check_regular_file(npz, f"{path}: arrays file")
     except ResourceLimitError as e:
