@@ -139,19 +139,21 @@ def check_regular_file(path: str | Path, what: str, max_bytes: int | None = None
     link to /dev/zero, a FIFO or a device node is refused at once, never opened); returns
     the file's size."""
     p = Path(path)
+    # name the file once: `what` often mentions it already (e.g. "--input x=a.npy (a.npy)")
+    label = what if str(path) in what else f"{what} {p}"
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise ResourceLimitError(f"{what} {p}: no such file") from None
+        raise ResourceLimitError(f"{label}: no such file") from None
     except OSError as e:
-        raise ResourceLimitError(f"{what} {p}: cannot stat ({e.strerror})") from None
+        raise ResourceLimitError(f"{label}: cannot stat ({e.strerror})") from None
     if not stat.S_ISREG(st.st_mode):
         kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
                 else "a device node" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
                 else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
-        raise ResourceLimitError(f"{what} {p}: is {kind}; only regular files are read")
+        raise ResourceLimitError(f"{label}: is {kind}; only regular files are read")
     if max_bytes is not None and st.st_size > max_bytes:
-        raise ResourceLimitError(f"{what} {p}: {st.st_size} bytes, more than the "
+        raise ResourceLimitError(f"{label}: {st.st_size} bytes, more than the "
                                  f"{max_bytes} allowed here")
     return st.st_size
 

@@ -133,6 +133,8 @@ def test_bad_input_files(tmp_path, capsys):
     one_line_exit_2(["run", path, "--input", str(tmp_path / "cut.npz")], capsys, "cut.npz")
     one_line_exit_2(["run", path, "--input", "/dev/zero"], capsys, "/dev/zero", "regular file")
     one_line_exit_2(["run", path, "--random", "--seed", "-5"], capsys, "--seed", "non-negative")
+    err = one_line_exit_2(["run", path, "--input", "x=nox.npy"], capsys, "no such file")
+    assert err.count("nox.npy") == 1, err      # the file is named once, not repeated
 
 
 def test_run_output_on_every_path(tmp_path, capsys):

@@ -70,8 +70,7 @@ def run_model(args: argparse.Namespace) -> int:
 
 
 def _load_array_file(path: str, item: str):
-    where = f"--input {item}" if item == path else f"--input {item} ({path})"
-    return load_array_file(path, where)
+    return load_array_file(path, f"--input {item}")
 
 
 def read_input_files(items: list[str], input_names: list[str]) -> dict[str, np.ndarray]:
