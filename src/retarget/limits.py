@@ -20,6 +20,7 @@ import contextlib
 import os
 import stat
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -27,81 +28,79 @@ import numpy as np
 
 from .errors import ResourceLimitError
 
-DEFAULT_MAX_TENSOR_BYTES = 4 << 30
-TENSOR_ENV = "RETARGET_MAX_TENSOR_BYTES"
-
-_override = threading.local()
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_bytes(text: str, what: str) -> int:
-    """'4096', '64M', '8G' (binary units) -> bytes; a clear error for anything else."""
+    """'4096', '64M', '8G' (binary units), '1e11' -> a positive count; a clear error else."""
     s = str(text).strip().upper().removesuffix("B").removesuffix("I")
     unit = s[-1:] if s[-1:] in _UNITS and s[-1:] else ""
     number = s[:-1] if unit else s
     try:
-        value = int(number) * _UNITS[unit]
-    except ValueError:
-        raise ResourceLimitError(f"{what}: {text!r} is not a byte count (e.g. 4096, 64M, 8G)") from None
+        value = int(float(number) * _UNITS[unit]) if "E" in number or "." in number \
+            else int(number) * _UNITS[unit]
+    except (ValueError, OverflowError):
+        raise ResourceLimitError(f"{what}: {text!r} is not a count (e.g. 4096, 64M, 8G, 1e11)") from None
     if value <= 0:
-        raise ResourceLimitError(f"{what}: {text!r} must be a positive byte count")
+        raise ResourceLimitError(f"{what}: {text!r} must be positive")
     return value
+
+
+@dataclass(frozen=True)
+class _Limit:
+    """One configurable limit: a `scoped` override (this thread), else an environment
+    variable, else the default."""
+    env: str
+    default: int
+    _override: threading.local = field(default_factory=threading.local, compare=False)
+
+    def value(self) -> int:
+        scoped = getattr(self._override, "value", None)
+        if scoped is not None:
+            return scoped
+        env = os.environ.get(self.env)
+        return parse_bytes(env, self.env) if env else self.default
+
+    @contextlib.contextmanager
+    def scoped(self, value: int) -> Iterator[None]:
+        previous = getattr(self._override, "value", None)
+        self._override.value = int(value)
+        try:
+            yield
+        finally:
+            self._override.value = previous
+
+
+DEFAULT_MAX_TENSOR_BYTES = 4 << 30
+TENSOR_ENV = "RETARGET_MAX_TENSOR_BYTES"
+_TENSOR = _Limit(TENSOR_ENV, DEFAULT_MAX_TENSOR_BYTES)
+# About a minute of simulation; ResNet-50 at 224 is about 10^10 operations on vta.
+DEFAULT_MAX_DEVICE_WORK = 10 ** 11
+WORK_ENV = "RETARGET_MAX_DEVICE_WORK"
+_WORK = _Limit(WORK_ENV, DEFAULT_MAX_DEVICE_WORK)
 
 
 def max_tensor_bytes() -> int:
     """The largest tensor (in bytes) retarget will allocate: the innermost `tensor_limit`
     block of this thread, else $RETARGET_MAX_TENSOR_BYTES, else 4 GiB."""
-    value = getattr(_override, "value", None)
-    if value is not None:
-        return value
-    env = os.environ.get(TENSOR_ENV)
-    return parse_bytes(env, TENSOR_ENV) if env else DEFAULT_MAX_TENSOR_BYTES
+    return _TENSOR.value()
 
 
-@contextlib.contextmanager
-def tensor_limit(nbytes: int) -> Iterator[None]:
+def tensor_limit(nbytes: int):
     """Use `nbytes` as the tensor limit inside the block (this thread only)."""
-    previous = getattr(_override, "value", None)
-    _override.value = int(nbytes)
-    try:
-        yield
-    finally:
-        _override.value = previous
-
-
-DEFAULT_MAX_DEVICE_WORK = 10 ** 11
-WORK_ENV = "RETARGET_MAX_DEVICE_WORK"
-_work_override = threading.local()
+    return _TENSOR.scoped(nbytes)
 
 
 def max_device_work() -> int:
     """The most work (simulated multiply-accumulates plus ALU lane operations) one task may
-    ask of a simulated device: the innermost `work_limit` block, else $RETARGET_MAX_DEVICE_WORK,
-    else 10^11 (about a minute of simulation; ResNet-50 at 224 is about 10^10)."""
-    value = getattr(_work_override, "value", None)
-    if value is not None:
-        return value
-    env = os.environ.get(WORK_ENV)
-    if env:
-        try:
-            value = int(float(env))
-        except ValueError:
-            raise ResourceLimitError(f"{WORK_ENV}={env!r} is not a number") from None
-        if value <= 0:
-            raise ResourceLimitError(f"{WORK_ENV}={env!r} must be positive")
-        return value
-    return DEFAULT_MAX_DEVICE_WORK
+    ask of a simulated device: the innermost `work_limit` block, else
+    $RETARGET_MAX_DEVICE_WORK, else 10^11."""
+    return _WORK.value()
 
 
-@contextlib.contextmanager
-def work_limit(operations: int) -> Iterator[None]:
+def work_limit(operations: int):
     """Use `operations` as the device work limit inside the block (this thread only)."""
-    previous = getattr(_work_override, "value", None)
-    _work_override.value = int(operations)
-    try:
-        yield
-    finally:
-        _work_override.value = previous
+    return _WORK.scoped(operations)
 
 
 def check_device_work(what: str, operations: int) -> None:

@@ -21,30 +21,30 @@ def _inputs(graph, seed=5):
     return {v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
 
 
+def _saved(module, graph, tmp_path_factory, name):
+    """(artifact directory, inputs, expected outputs) of a compiled module, saved once."""
+    x = _inputs(graph)
+    out = tmp_path_factory.mktemp(name) / "art"
+    module.save(out)
+    expected = module.run(x)
+    module.close()
+    return out, x, expected
+
+
 @pytest.fixture(scope="session")
 def vta_artifact(tmp_path_factory):
-    """(artifact directory, inputs, expected outputs) of a tiny ResNet-18 on vta."""
+    """A tiny ResNet-18 on vta (instruction streams, packed weights; two vta regions)."""
     g = import_model(zoo.build("resnet18", size=16, width=0.125, num_classes=10, seed=0))
-    m = retarget.compile(g, "vta", calibration=[_inputs(g, 1)])
-    x = _inputs(g)
-    out = tmp_path_factory.mktemp("vta") / "art"
-    m.save(out)
-    expected = m.run(x)
-    m.close()
-    return out, x, expected
+    return _saved(retarget.compile(g, "vta", calibration=[_inputs(g, 1)]), g, tmp_path_factory,
+                  "vta")
 
 
 @pytest.fixture(scope="session")
 def toy_artifact(tmp_path_factory):
+    """A small VGG-11 on the example plugin target (examples/toy_accelerator.py)."""
     load_plugin(ROOT / "examples" / "toy_accelerator.py")
     g = import_model(zoo.build("vgg11", size=32, width=0.125, num_classes=10, seed=0))
-    m = retarget.compile(g, "toy", min_region_macs=0)
-    x = _inputs(g)
-    out = tmp_path_factory.mktemp("toy") / "art"
-    m.save(out)
-    expected = m.run(x)
-    m.close()
-    return out, x, expected
+    return _saved(retarget.compile(g, "toy", min_region_macs=0), g, tmp_path_factory, "toy")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import zipfile
 import numpy as np
 
 from ..errors import InputError, ResourceLimitError
+from ..ir.serialize import ARRAY_FILE_ERRORS
 from ..limits import check_regular_file, check_tensor_bytes
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -44,7 +45,7 @@ def load_array_file(path: str, what: str) -> "np.ndarray | dict[str, np.ndarray]
             raise InputError(f"{what}: holds Python objects (pickled data), which retarget "
                              f"does not load; save a numeric array") from None
         raise InputError(f"{what}: unreadable .npy/.npz file ({e})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as e:
+    except ARRAY_FILE_ERRORS as e:
         raise InputError(f"{what}: unreadable (truncated or damaged) .npy/.npz file "
                          f"({str(e) or type(e).__name__})") from None
 
@@ -73,7 +74,7 @@ def _check_npz_members(path: str, what: str) -> None:
                 if info.filename.endswith(".npy"):
                     with z.open(info) as member:
                         _check_npy_header(path, f"{what} [{info.filename[:-4]}]", member)
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
+    except ARRAY_FILE_ERRORS as e:
         raise InputError(f"{what}: unreadable (truncated or damaged) .npz file ({e})") from None
 
 

@@ -325,7 +325,12 @@ def from_onnx_model(model: onnx.ModelProto,
 def import_model(model: onnx.ModelProto, input_shapes=None, simplify: bool = True) -> Graph:
     """ModelProto -> verified, typed (and by default simplified) Graph."""
     from ..ir.verify import verify
-    graph = from_onnx_model(model, input_shapes)
+    try:
+        graph = from_onnx_model(model, input_shapes)
+    except (TypeError, KeyError, AttributeError, IndexError, UnicodeDecodeError) as e:
+        # A model is input: a field of an unexpected kind (e.g. a name that is not UTF-8)
+        # ends in one error, not a traceback from inside the converter.
+        raise ModelLoadError(f"malformed ONNX model ({type(e).__name__}: {e})") from None
     graph.toposort()
     verify(graph, context="after ONNX import")
     if simplify:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Container
 
@@ -32,6 +33,10 @@ from .types import TensorType
 FORMAT = "retarget.graph"
 VERSION = 1
 MAX_JSON_BYTES = 1 << 30   # a graph or manifest JSON larger than this is not one we wrote
+# What np.load raises on a damaged .npz/.npy (zipfile's own errors included: a header may claim
+# a compression method it does not have, or hold bytes zlib cannot inflate).
+ARRAY_FILE_ERRORS = (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile,
+                     NotImplementedError, zlib.error)
 
 
 def arrays_path(path) -> Path:
@@ -147,7 +152,7 @@ def load_graph(path, allowed_arrays: Container[str] | None = None) -> Graph:
             arrays = {k: z[k] for k in z.files}
     except FileNotFoundError:
         raise ModelLoadError(f"{path}: its arrays file {npz} is missing") from None
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+    except ARRAY_FILE_ERRORS as e:
         raise ModelLoadError(f"{path}: its arrays file {npz} is unreadable ({e})") from None
     try:
         return _build(doc, arrays)

@@ -29,14 +29,13 @@ import json
 import os
 import re
 import stat
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ModelLoadError, RetargetError
-from ..ir.serialize import load_graph, read_versioned_json, save_graph
+from ..ir.serialize import ARRAY_FILE_ERRORS, load_graph, read_versioned_json, save_graph
 from ..ir.verify import verify as verify_graph
 from ..passes.partition import NodePlacement, PlacementReport
 from ..targets.base import Region
@@ -133,7 +132,7 @@ def load_module(directory: str | Path, verify: bool = True):
     try:
         with np.load(src / "weights.npz", allow_pickle=False) as z:
             weights = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    except ARRAY_FILE_ERRORS as e:
         raise ModelLoadError(f"{src / 'weights.npz'}: not a readable .npz of arrays ({e})") from None
     t = manifest["target"]
     try:

@@ -90,6 +90,11 @@ def run_node(node, args: list, fast: bool = True) -> list[np.ndarray]:
     attrs = resolve_attrs(node)
     if node.op in DATA_SIZED_OPS:
         _check_output_size(node, opdef, attrs, args)
+    else:   # attributes can ask for huge outputs too (a pad of 2^40): the typed shape says so
+        for v in node.outputs:
+            if v.type is not None:
+                check_tensor_bytes(f"{node_context(node)} output {v.name!r}", v.type.shape,
+                                   v.type.dtype)
     try:
         outs = opdef.run(args, attrs, fast=fast, num_outputs=len(node.outputs))
     except RetargetError as e:
