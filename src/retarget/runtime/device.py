@@ -42,7 +42,8 @@ Guarantees every simulated device inherits (docs/guarantees.md):
   calls to happen together (upload inputs, submit, synchronise, read outputs) holds `lock` around
   them, so tasks from many threads and many modules sharing a device are serialised, never mixed.
 - Memory confinement: while a task runs, `task_memory` holds the allocations its pointer
-  arguments point into; a simulator asks `task_memory.violation(start, end)` before every access
+  arguments (and the pointers of its optional `memory` argument) point into; `view` refuses
+  anything else, and a simulator asks `task_memory.violation(start, end)` before every access
   and reports the instruction, the address and the allocation (or free memory) it hit. An
   allocation is poisoned (filled with 0xDB) when freed, so stale reads are recognisable too.
 """
@@ -101,8 +102,8 @@ class DeviceStats:
 
 @dataclass(frozen=True, slots=True)
 class TaskMemory:
-    """The allocations one running task was given (those its pointer arguments point into):
-    the only device memory the task may touch."""
+    """The allocations one running task was given (those its pointer arguments and its
+    `memory` argument point into): the only device memory the task may touch."""
     allocations: tuple[Allocation, ...]
     describe: Callable[[int], str]   # where an address lies (allocator.describe)
 
@@ -513,5 +514,5 @@ class SimulatedDevice(Device):
         )
 
 
-__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "MEMORY_ARG", "POISON", "SimulatedDevice", "Task",
-           "TaskMemory", "TaskRecord"]
+__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "MEMORY_ARG", "POISON",
+           "SimulatedDevice", "Task", "TaskMemory", "TaskRecord"]
