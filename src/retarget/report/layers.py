@@ -1,6 +1,6 @@
 """Per-layer performance report: where the time goes, layer by layer, against the roofline.
 
-For each layer (a span of a timed VTA stream, or a whole stream timed on its own):
+For each layer (a span of a timed accelerator stream, or a whole stream timed on its own):
 MACs, cycles, achieved GOPS at the config's clock, compute utilisation (GEMM-array busy cycles
 / cycles), DRAM bytes per buffer (inp / wgt / acc / uop / out), arithmetic intensity (ops per
 DRAM byte, 2 ops per MAC), the roofline bound min(peak, bandwidth x intensity) with bandwidth =
@@ -25,9 +25,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
+from ..targets.accel.timing import BUFFERS
 from .table import format_table, si
-
-BUFFERS = ("inp", "wgt", "acc", "uop", "out")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +126,7 @@ class LayerRow:
 def make_row(name: str, cfg, macs: int, cycles: int, gemm_cycles: int,
              nbytes: dict[str, int], *, kind: str = "", alu_cycles: int = 0,
              reset_cycles: int = 0, performed_macs: int | None = None) -> LayerRow:
-    """A row from raw counts and a VTAConfig (clock, bus width, peak)."""
+    """A row from raw counts and a target config (clock_mhz, bus_bytes, peak_gops)."""
     unknown = set(nbytes) - set(BUFFERS)
     if unknown:
         raise ValueError(f"layer {name!r}: unknown buffer(s) {sorted(unknown)}; "

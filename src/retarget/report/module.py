@@ -7,8 +7,9 @@ target's cycle model, layer by layer, beside the CPU regions' measured host time
     rep.write_roofline("roofline.svg"); rep.write_trace("trace.json")
 
 A kernel takes part when it has a cycle model: a `timing()` method returning a
-targets.vta.timing.TimingResult (with per-layer aggregates from its layer spans) and, for
-useful MAC counts and layer kinds, `layer_info(name)` (VTAKernel has both). Regions run one
+targets.accel.timing.TimingResult (with per-layer aggregates from its layer spans) and, for
+useful MAC counts and layer kinds, `layer_info(name)` (every targets.accel.StreamKernel has
+both). Regions run one
 after another (the executor's order), so the network's modelled cycles are the sum of the
 regions' cycles. CPU regions are not modelled: their time is the host wall time of the last
 `Module.run` on this machine, labelled as such, and never added to modelled cycles.
@@ -284,7 +285,7 @@ def _region_rows(kernel, region_name: str) -> tuple[list[LayerRow], LayerRow, ob
 def module_report(module, profile=None) -> ModuleReport:
     """The report of `module`. `profile`: RegionProfiles of a run (default: the module's last
     run, if any) supplying measured host times. Raises TargetError when no region of the module
-    has a cycle model (only VTA kernels have one so far)."""
+    has a cycle model."""
     profile = module.profile if profile is None else profile
     host = {p.region: p.seconds for p in profile}
     regions: list[RegionReport] = []
@@ -303,7 +304,8 @@ def module_report(module, profile=None) -> ModuleReport:
         what = (f"its {len(module.offloaded)} offloaded region(s) have none"
                 if module.offloaded else "it offloads nothing (everything runs on the cpu)")
         raise TargetError(f"no cycle model for this module's target {module.target.name!r}: "
-                          f"{what}; the report covers regions offloaded to vta")
+                          f"{what}; the report covers regions offloaded to an accelerator "
+                          f"with a cycle model")
     network = total_row([r.total for r in modelled], name="network", cycles=clock)
     return ModuleReport(module.target.spec, module.target.config, _frames(module.graph),
                         regions, network)

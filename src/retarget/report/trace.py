@@ -1,8 +1,10 @@
-"""Timeline of a timed VTA stream as a Chrome / Perfetto trace-event JSON file.
+"""Timeline of a timed accelerator stream as a Chrome / Perfetto trace-event JSON file.
 
-Open the file in ui.perfetto.dev (or chrome://tracing). One process "VTA <config>", one track
-(tid) per module — load, compute, store — holding a complete ("X") event per instruction, and a
-"layers" track with one slice per layer. Timestamps are microseconds derived from cycles at the
+Open the file in ui.perfetto.dev (or chrome://tracing). One process per stream, one track
+(tid) per engine of the target (vta: load, compute, store; dnnvm: load, save, conv, pool,
+misc) holding a complete ("X") event per instruction, and a "layers" track with one slice per
+layer. Only targets/accel/timing.TimingResult is read: the engines and the instruction printer
+come with it. Timestamps are microseconds derived from cycles at the
 config's clock; each event's args carry the exact cycles, the instruction index and its text.
 `trace_events` gives one stream's events under any pid and cycle offset, which is how
 report/module.py lays a module's regions one after another on one timeline.
@@ -12,20 +14,28 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from ..targets.vta.disasm import format_insn
-from ..targets.vta.timing import MODULES, TimingResult
+from ..targets.accel.timing import TimingResult
 
 PID = 1
-LAYER_TID = len(MODULES) + 1
 
 
-def _slice_name(insn) -> str:
-    """Short event name: 'LOAD INP', 'GEMM', 'GEMM RESET', 'ALU SHR', 'STORE OUT', 'FINISH'."""
-    words = format_insn(insn).split()
-    name = words[0]
+def layer_tid(result: TimingResult) -> int:
+    """The layer track's tid: after the engines' tracks 1..n (it sorts first by index)."""
+    return len(result.engines) + 1
+
+
+LAYER_TID = 4           # layer_tid of a three-engine (vta) stream
+
+
+def _slice_name(text: str) -> str:
+    """Short event name from an instruction's text: its first word and a second one unless
+    that opens the operands ('LOAD INP', 'GEMM RESET', 'CONV', ...); token-only transfers
+    are marked."""
+    words = text.split()
+    name = words[0] if words else "?"
     if len(words) > 1 and not words[1].startswith("["):
         name += " " + words[1]
-    if name.startswith(("LOAD", "STORE")) and "no-op" in format_insn(insn):
+    if name.startswith(("LOAD", "STORE")) and "no-op" in text:
         name += " (token)"
     return name
 
@@ -39,20 +49,21 @@ def trace_events(result: TimingResult, insns: Sequence, *, pid: int = PID,
         raise ValueError(f"chrome_trace: {len(insns)} instructions but the timing result has "
                          f"{len(result.start)}")
     us_per_cycle = 1.0 / result.config.clock_mhz
-    name = process or f"VTA {result.config.name} ({result.config.target_name})"
+    name = process or f"{result.config.name} ({result.config.target_name})"
     events: list[dict] = [{"ph": "M", "pid": pid, "name": "process_name",
                            "args": {"name": name}}]
     if sort_index is not None:
         events.append({"ph": "M", "pid": pid, "name": "process_sort_index",
                        "args": {"sort_index": sort_index}})
-    for k, module in enumerate(MODULES):
+    for k, module in enumerate(result.engines):
         events.append({"ph": "M", "pid": pid, "tid": k + 1, "name": "thread_name",
                        "args": {"name": module}})
         events.append({"ph": "M", "pid": pid, "tid": k + 1, "name": "thread_sort_index",
                        "args": {"sort_index": k + 1}})
-    events.append({"ph": "M", "pid": pid, "tid": LAYER_TID, "name": "thread_name",
+    ltid = layer_tid(result)
+    events.append({"ph": "M", "pid": pid, "tid": ltid, "name": "thread_name",
                    "args": {"name": "layers"}})
-    events.append({"ph": "M", "pid": pid, "tid": LAYER_TID, "name": "thread_sort_index",
+    events.append({"ph": "M", "pid": pid, "tid": ltid, "name": "thread_sort_index",
                    "args": {"sort_index": 0}})
 
     layer_of = [""] * len(insns)
@@ -61,12 +72,12 @@ def trace_events(result: TimingResult, insns: Sequence, *, pid: int = PID,
             layer_of[i] = lt.name
     for i, insn in enumerate(insns):
         s, e = int(result.start[i]), int(result.end[i])
-        args = {"index": i, "cycles": e - s, "start_cycle": s, "text": " ".join(
-            format_insn(insn).split())}
+        text = " ".join(result.format_insn(insn).split())
+        args = {"index": i, "cycles": e - s, "start_cycle": s, "text": text}
         if layer_of[i]:
             args["layer"] = layer_of[i]
         events.append({"ph": "X", "pid": pid, "tid": int(result.module[i]) + 1,
-                       "name": _slice_name(insn), "cat": MODULES[int(result.module[i])],
+                       "name": _slice_name(text), "cat": result.engines[int(result.module[i])],
                        "ts": (s + offset_cycles) * us_per_cycle, "dur": (e - s) * us_per_cycle,
                        "args": args})
     # Layers can overlap at their boundaries (the next layer's loads start while the previous
@@ -76,7 +87,7 @@ def trace_events(result: TimingResult, insns: Sequence, *, pid: int = PID,
     for lt in result.layers:
         s = max(lt.start_cycle, prev_end)
         e = max(lt.end_cycle, s)
-        events.append({"ph": "X", "pid": pid, "tid": LAYER_TID, "name": lt.name, "cat": "layer",
+        events.append({"ph": "X", "pid": pid, "tid": ltid, "name": lt.name, "cat": "layer",
                        "ts": (s + offset_cycles) * us_per_cycle, "dur": (e - s) * us_per_cycle,
                        "args": {"start_cycle": lt.start_cycle, "end_cycle": lt.end_cycle,
                                 "cycles": lt.cycles, "gemm_cycles": lt.gemm_cycles,

@@ -19,35 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from ...errors import InputError, TargetError
-from ...limits import check_tensor_bytes
+from ...errors import TargetError
+from ..accel.program import (DTYPES, DramBuffer, count, layout_from_json, layout_to_json,
+                             read_buffer, write_buffers)
 from .config import PRESETS, VTAConfig
 from .isa import (ITER_BITS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
                   FinishInsn, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, encode_insn,
                   encode_stream, encode_uops, layout_for, stage_of)
 
 _STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store"}
-_DTYPES = ("int8", "int32", "uint32", "uint8")
-
-
-@dataclass(frozen=True, slots=True)
-class DramBuffer:
-    """A named region of the simulated DRAM: `offset` bytes from address 0, C-ordered."""
-    name: str
-    offset: int
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        # Python ints: a shape read from a damaged file must not overflow int64 silently.
-        return math.prod(int(d) for d in self.shape) * np.dtype(self.dtype).itemsize
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,38 +152,11 @@ class Program:
         (buffers not given are zero)."""
         img = np.zeros(self.dram_bytes, dtype=np.uint8)
         img[self.uop_base:self.uop_base + self.uops.nbytes] = self.uops.astype("<u4").view(np.uint8)
-        for name, arr in (data or {}).items():
-            buf = self._buffer(name)
-            arr = np.asarray(arr)
-            if arr.shape != buf.shape:
-                raise InputError(f"DRAM buffer {name!r}: expected shape {buf.shape}, "
-                                 f"got {arr.shape}")
-            if arr.dtype != np.dtype(buf.dtype):
-                if not np.can_cast(arr, buf.dtype, casting="same_kind") or \
-                        arr.size and (arr.min() < np.iinfo(buf.dtype).min
-                                      or arr.max() > np.iinfo(buf.dtype).max):
-                    raise InputError(f"DRAM buffer {name!r}: values of dtype {arr.dtype} do not "
-                                     f"fit {buf.dtype}")
-                arr = arr.astype(buf.dtype)
-            raw = np.ascontiguousarray(arr).astype(np.dtype(buf.dtype).newbyteorder("<"))
-            img[buf.offset:buf.offset + buf.nbytes] = raw.view(np.uint8).reshape(-1)
-        return img
+        return write_buffers(img, self.buffers, data)
 
     def read(self, dram: np.ndarray, name: str) -> np.ndarray:
         """Buffer `name` read back from a DRAM image (a copy, in its shape and dtype)."""
-        buf = self._buffer(name)
-        raw = np.asarray(dram, dtype=np.uint8)[buf.offset:buf.offset + buf.nbytes]
-        if raw.size != buf.nbytes:
-            raise InputError(f"DRAM image of {np.asarray(dram).size} bytes is too small for "
-                             f"buffer {name!r} at {buf.offset}+{buf.nbytes}")
-        le = np.dtype(buf.dtype).newbyteorder("<")
-        return raw.view(le).astype(buf.dtype).reshape(buf.shape)
-
-    def _buffer(self, name: str) -> DramBuffer:
-        try:
-            return self.buffers[name]
-        except KeyError:
-            raise InputError(f"no DRAM buffer {name!r}; have: {', '.join(self.buffers)}") from None
+        return read_buffer(dram, self.buffers, name)
 
     # ---- on-disk form (docs/vta.md): raw stream, raw uops, JSON metadata ---------------------
     def save(self, prefix: str) -> None:
@@ -208,10 +166,7 @@ class Program:
         with open(prefix + ".uop.bin", "wb") as fh:
             fh.write(self.uops.astype("<u4").tobytes())
         meta = {"config": self.config.to_dict(), "uop_base": self.uop_base,
-                "dram_bytes": self.dram_bytes, "stats": self.stats,
-                "layers": [[n, int(a), int(b)] for n, a, b in self.layers],
-                "buffers": [{"name": b.name, "offset": b.offset, "shape": list(b.shape),
-                             "dtype": b.dtype} for b in self.buffers.values()]}
+                "stats": self.stats, **layout_to_json(self.buffers, self.layers, self.dram_bytes)}
         with open(prefix + ".json", "w", encoding="utf-8") as fh:
             json.dump(meta, fh, indent=1)
 
@@ -235,34 +190,13 @@ class Program:
             raise ValueError(f"{prefix}.uop.bin: {len(raw)} bytes is not a whole number of "
                              f"4-byte micro-ops")
         uops = np.frombuffer(raw, dtype="<u4").astype(np.uint32)
-        dram_bytes, uop_base = _count(meta["dram_bytes"], "dram_bytes"), _count(meta["uop_base"], "uop_base")
-        check_tensor_bytes(f"{prefix}.json: the program's DRAM image", (dram_bytes,), np.uint8)
+        bufs, layers, dram_bytes = layout_from_json(meta, f"{prefix}.json", len(insns))
+        uop_base = count(meta["uop_base"], "uop_base")
         if uop_base + uops.nbytes > dram_bytes:
             raise ValueError(f"uop_base {uop_base} + {uops.nbytes} micro-op bytes exceeds "
                              f"dram_bytes {dram_bytes}")
-        bufs = {}
-        for b in meta["buffers"]:
-            buf = DramBuffer(str(b["name"]), _count(b["offset"], "buffer offset"),
-                             tuple(_count(d, "buffer dim") for d in b["shape"]), str(b["dtype"]))
-            if buf.dtype not in ("int8", "int32", "uint32") or buf.offset + buf.nbytes > dram_bytes:
-                raise ValueError(f"buffer {buf.name!r} ({buf.dtype} {list(buf.shape)} at "
-                                 f"{buf.offset}) does not lie within the {dram_bytes}-byte image")
-            bufs[buf.name] = buf
-        layers = [(str(n), _count(a, "layer start"), _count(b, "layer stop"))
-                  for n, a, b in meta.get("layers", [])]
-        for n, a, b in layers:
-            if not a <= b <= len(insns):
-                raise ValueError(f"layer {n!r} spans instructions [{a}, {b}) of a stream of "
-                                 f"{len(insns)}")
         return cls(cfg, insns, uops, uop_base, bufs, dram_bytes, dict(meta.get("stats", {})),
                    layers)
-
-
-def _count(value, what: str) -> int:
-    """A non-negative int from a Program's JSON (bools and floats refused)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
-    return value
 
 
 class StreamBuilder:
@@ -306,8 +240,8 @@ class StreamBuilder:
         """Reserve a named DRAM buffer (aligned for every SRAM element size)."""
         if name in self.buffers:
             raise TargetError(f"DRAM buffer {name!r} allocated twice")
-        if str(np.dtype(dtype)) not in _DTYPES:
-            raise TargetError(f"DRAM buffer {name!r}: dtype {dtype} not one of {_DTYPES}")
+        if str(np.dtype(dtype)) not in DTYPES:
+            raise TargetError(f"DRAM buffer {name!r}: dtype {dtype} not one of {DTYPES}")
         shape = tuple(int(s) for s in shape)
         if any(s <= 0 for s in shape):
             raise TargetError(f"DRAM buffer {name!r}: shape {shape} has an empty dimension")

@@ -15,30 +15,17 @@ dram_base of its LOAD/STORE instructions (like a loader relocating a binary).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from ...errors import DeviceError
-from ...runtime.device import MEMORY_ARG, DevicePtr, SimulatedDevice, Task, TaskRecord
+from ...runtime.device import SimulatedDevice
+from ..accel.device import LoadedProgram, StreamDevice
 from .config import VTAConfig, preset
 from .isa import INSN_BYTES, Insn, MemInsn, encode_stream, layout_for
 from .sim import Simulator
 from .sim.memory import dram_elem_bytes
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedProgram:
-    """A builder Program placed in device memory."""
-    program: object          # builder.Program (not imported: the builder is optional here)
-    base: DevicePtr          # where the program's DRAM address 0 lives
-    insns: DevicePtr         # the relocated binary stream
-    count: int
-
-    def task(self, name: str = "") -> Task:
-        # The stream may touch its own DRAM image and nothing else (memory confinement).
-        return Task("vta.run", {"insns": self.insns, "count": self.count,
-                                MEMORY_ARG: (self.base,)}, name)
 
 
 def relocate(insns: list[Insn], cfg: VTAConfig, byte_offset: int) -> list[Insn]:
@@ -56,11 +43,12 @@ def relocate(insns: list[Insn], cfg: VTAConfig, byte_offset: int) -> list[Insn]:
     return out
 
 
-class VTADevice(SimulatedDevice):
+class VTADevice(StreamDevice):
     """A VTA accelerator simulated bit-exactly (targets/vta/sim) as a Device."""
 
     name = "vta"
     kernels = {"vta.run": ("insns",)}
+    insn_bytes = INSN_BYTES
     default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 26}
 
     def __init__(self, cfg: VTAConfig | str | None = None, **options):
@@ -78,51 +66,23 @@ class VTADevice(SimulatedDevice):
         super().configure(**options)
         self.sim = Simulator(self.cfg, dram=self._memory)
 
-    def execute(self, task: Task) -> dict[str, int]:
-        count = task.args.get("count")
-        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-            raise DeviceError(f"{self.name}: 'vta.run' needs count = a positive number of "
-                              f"instructions, got {count!r}")
-        raw = self.view(task.args["insns"], (count * INSN_BYTES,), np.uint8,
-                        what="vta.run instruction stream")
+    def simulate(self, raw: bytes) -> dict[str, int]:
         self.sim.mem.confine = self.task_memory
         try:
-            result = self.sim.run(raw.tobytes())
+            result = self.sim.run(raw)
         finally:
             self.sim.mem.confine = None
         counters = result.counters.as_dict()
         counters["instructions"] = result.instructions
         return counters
 
-    # ---- conveniences for builder Programs -------------------------------------------------
-
-    def load_program(self, program, data: dict[str, np.ndarray] | None = None) -> LoadedProgram:
-        """Copy a builder Program's DRAM image (uops + `data` buffers) and its relocated
-        instruction stream into fresh allocations."""
-        if program.config != self.cfg:
-            raise DeviceError(f"{self.name}: program built for config {program.config.name!r} "
-                              f"({program.config.target_name}), device is {self.cfg.name!r} "
-                              f"({self.cfg.target_name})")
+    def image_alignment(self) -> int:
         c = self.cfg
-        align = int(np.lcm.reduce([64, c.inp_elem_bytes, c.wgt_elem_bytes, c.acc_elem_bytes,
-                                   c.out_elem_bytes, c.batch * c.block_out]))
-        image = program.dram_image(data)
-        base = self.malloc(max(1, image.size), align)
-        self.copy_to_device(base, image)
-        stream = encode_stream(relocate(program.insns, c, base), layout_for(c))
-        insns = self.malloc(len(stream), 64)
-        self.copy_to_device(insns, np.frombuffer(stream, dtype=np.uint8))
-        return LoadedProgram(program, base, insns, len(stream) // INSN_BYTES)
+        return int(np.lcm.reduce([64, c.inp_elem_bytes, c.wgt_elem_bytes, c.acc_elem_bytes,
+                                  c.out_elem_bytes, c.batch * c.block_out]))
 
-    def read_buffer(self, loaded: LoadedProgram, name: str) -> np.ndarray:
-        """A program buffer read back from device memory (after synchronize)."""
-        image = self.copy_from_device(loaded.base, (loaded.program.dram_bytes,), np.uint8)
-        return loaded.program.read(image, name)
-
-    def run(self, loaded: LoadedProgram, name: str = "") -> TaskRecord:
-        """Submit one program and synchronise; returns its task record."""
-        self.submit(loaded.task(name))
-        return self.synchronize()[-1]
+    def relocate(self, program, base: int) -> bytes:
+        return encode_stream(relocate(program.insns, self.cfg, base), layout_for(self.cfg))
 
 
 __all__ = ["LoadedProgram", "VTADevice", "relocate"]

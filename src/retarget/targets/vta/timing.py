@@ -28,11 +28,13 @@ instructions, like the behavioural simulator.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ...errors import TargetError
+from ..accel.timing import (InsnWork, LayerSpan, TimingResult, layer_spans,  # noqa: F401
+                            timing_result)  # LayerSpan: re-exported for callers
 from .config import VTAConfig
 from .disasm import format_insn
 from .isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
@@ -46,76 +48,8 @@ L2G, G2L, G2S, S2G = range(4)
 # Queue each dependency flag refers to, per module: (pop_prev, pop_next, push_prev, push_next).
 _DEP_QUEUES = ((None, G2L, None, L2G), (L2G, S2G, G2L, G2S), (G2S, None, S2G, None))
 _FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
-BUFFERS = ("inp", "wgt", "acc", "uop", "out")
 _BUFFER_OF = {MemType.INP: 0, MemType.WGT: 1, MemType.ACC: 2, MemType.ACC_8BIT: 2,
               MemType.UOP: 3, MemType.OUT: 4}
-
-
-@dataclass(frozen=True, slots=True)
-class LayerSpan:
-    """Instructions [first, stop) of a stream belong to layer `name`."""
-    name: str
-    first: int
-    stop: int
-
-
-@dataclass(slots=True)
-class LayerTiming:
-    """What one layer's instructions did: its span in time and what it kept busy."""
-    name: str
-    first: int                 # first instruction index
-    stop: int                  # one past the last instruction index
-    start_cycle: int           # earliest start of its instructions
-    end_cycle: int             # latest end of its instructions
-    busy: dict[str, int]       # cycles each module spent on its instructions
-    gemm_cycles: int           # cycles the GEMM array multiplied (non-reset uop iterations)
-    alu_cycles: int            # cycles the tensor ALU was issuing (uop iterations x alu_ii)
-    reset_cycles: int          # cycles the GEMM array spent zeroing accumulators
-    macs: int
-    bytes: dict[str, int]      # DRAM bytes moved per buffer (inp/wgt/acc/uop/out)
-
-    @property
-    def cycles(self) -> int:
-        """Wall-clock span of the layer (layers may overlap a little at their boundaries)."""
-        return self.end_cycle - self.start_cycle
-
-    @property
-    def dram_bytes(self) -> int:
-        return sum(self.bytes.values())
-
-
-@dataclass(slots=True)
-class TimingResult:
-    """The cycle model's answer for one stream. Per-instruction arrays are indexed by stream
-    position; `module` holds 0 = load, 1 = compute, 2 = store."""
-    config: VTAConfig
-    total_cycles: int
-    busy: dict[str, int]
-    gemm_cycles: int
-    alu_cycles: int
-    reset_cycles: int
-    macs: int
-    bytes: dict[str, int]
-    start: np.ndarray
-    end: np.ndarray
-    module: np.ndarray
-    dispatch: np.ndarray       # cycle each instruction entered its command queue
-    layers: list[LayerTiming] = field(default_factory=list)
-
-    @property
-    def utilisation(self) -> float:
-        """GEMM busy / total: the paper's compute utilisation."""
-        return self.gemm_cycles / self.total_cycles if self.total_cycles else 0.0
-
-    @property
-    def seconds(self) -> float:
-        return self.total_cycles / (self.config.clock_mhz * 1e6)
-
-    def layer(self, name: str) -> LayerTiming:
-        for lt in self.layers:
-            if lt.name == name:
-                return lt
-        raise KeyError(f"no layer {name!r}; layers: {[lt.name for lt in self.layers]}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -233,34 +167,6 @@ def _insns_and_config(stream, cfg: VTAConfig | None) -> tuple[list, VTAConfig, o
     return list(stream), cfg, None
 
 
-def _layer_spans(layers, n: int) -> list[LayerSpan]:
-    """LayerSpans from spans, (name, first, stop) tuples, or one name (or None) per insn."""
-    if layers is None:
-        return []
-    layers = list(layers)
-    if layers and all(isinstance(x, str) or x is None for x in layers):
-        if len(layers) != n:
-            raise TargetError(f"layer names: {len(layers)} given for {n} instructions; give one "
-                              "name (or None) per instruction, or (name, first, stop) spans")
-        spans, i = [], 0
-        while i < n:
-            j = i
-            while j < n and layers[j] == layers[i]:
-                j += 1
-            if layers[i] is not None:
-                spans.append(LayerSpan(layers[i], i, j))
-            i = j
-        return spans
-    spans = []
-    for x in layers:
-        s = x if isinstance(x, LayerSpan) else LayerSpan(*x)
-        if not 0 <= s.first < s.stop <= n:
-            raise TargetError(f"layer {s.name!r}: instructions [{s.first}, {s.stop}) are not a "
-                              f"non-empty range within the stream of {n} instructions")
-        spans.append(s)
-    return spans
-
-
 def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> TimingResult:
     """Time an instruction stream with the cycle model (no data is read or written).
 
@@ -271,7 +177,7 @@ def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> Timing
     command queues can never let the stream finish, SimulationError on a malformed stream.
     """
     insns, cfg, prog_layers = _insns_and_config(stream, cfg)
-    spans = _layer_spans(layers if layers is not None else prog_layers, len(insns))
+    spans = layer_spans(layers if layers is not None else prog_layers, len(insns))
     n = len(insns)
     if n == 0:
         raise SimulationError("empty instruction stream (no FINISH)")
@@ -410,32 +316,11 @@ def _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, 
 
 
 def _result(cfg, costs, mod, start, end, disp, spans) -> TimingResult:
-    start_a = np.asarray(start, dtype=np.int64)
-    end_a = np.asarray(end, dtype=np.int64)
-    mod_a = np.asarray(mod, dtype=np.int8)
-    dur = end_a - start_a
-    gemm = np.fromiter((c.gemm for c in costs), dtype=np.int64, count=len(costs))
-    alu = np.fromiter((c.alu for c in costs), dtype=np.int64, count=len(costs))
-    reset = np.fromiter((c.reset for c in costs), dtype=np.int64, count=len(costs))
-    buf = np.fromiter((c.buffer for c in costs), dtype=np.int64, count=len(costs))
-    nbytes = np.fromiter((c.nbytes for c in costs), dtype=np.int64, count=len(costs))
-    macs_per_cycle = cfg.batch * cfg.block_in * cfg.block_out
-
-    def aggregate(sl: slice) -> tuple[dict, int, int, int, dict]:
-        busy = {name: int(dur[sl][mod_a[sl] == k].sum()) for k, name in enumerate(MODULES)}
-        by_buf = {name: int(nbytes[sl][buf[sl] == k].sum()) for k, name in enumerate(BUFFERS)}
-        return busy, int(gemm[sl].sum()), int(alu[sl].sum()), int(reset[sl].sum()), by_buf
-
-    busy, g, a, r, by_buf = aggregate(slice(None))
-    layers = []
-    for s in spans:
-        sl = slice(s.first, s.stop)
-        lb, lg, la, lr, lbytes = aggregate(sl)
-        layers.append(LayerTiming(s.name, s.first, s.stop, int(start_a[sl].min()),
-                                  int(end_a[sl].max()), lb, lg, la, lr, lg * macs_per_cycle,
-                                  lbytes))
-    return TimingResult(cfg, int(end_a.max()), busy, g, a, r, g * macs_per_cycle, by_buf,
-                        start_a, end_a, mod_a, np.asarray(disp, dtype=np.int64), layers)
+    def col(attr: str) -> np.ndarray:
+        return np.fromiter((getattr(c, attr) for c in costs), dtype=np.int64, count=len(costs))
+    work = InsnWork(col("gemm"), col("alu"), col("reset"), col("buffer"), col("nbytes"))
+    return timing_result(cfg, MODULES, work, mod, start, end, disp, spans,
+                         cfg.batch * cfg.block_in * cfg.block_out, format_insn)
 
 
 def stream_cycles(stream, cfg: VTAConfig | None = None) -> int:

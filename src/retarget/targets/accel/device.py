@@ -1,0 +1,99 @@
+"""A simulated accelerator whose memory is its DRAM, running programs' instruction streams.
+
+`StreamDevice` is a SimulatedDevice with one task kind, `<target>.run`:
+
+    args: insns  = device pointer to the binary instruction stream (insn_bytes each),
+          count  = number of instructions,
+          memory = (the program's DRAM image,)   the only memory the stream may touch
+    counters: the simulator's, plus "instructions".
+
+`load_program` copies a Program's DRAM image and its stream, relocated to where the image
+landed (the target says how: `relocate`), into fresh allocations, as a driver's loader would.
+A target fills in `insn_bytes`, `simulate(raw)` and `relocate(program, base)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ...errors import DeviceError
+from ...runtime.device import MEMORY_ARG, DevicePtr, SimulatedDevice, Task, TaskRecord
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedProgram:
+    """A Program placed in device memory."""
+    program: object          # the target's Program
+    base: DevicePtr          # where the program's DRAM address 0 lives
+    insns: DevicePtr         # the relocated binary stream
+    count: int
+    kind: str = "vta.run"    # the device's task kind
+
+    def task(self, name: str = "") -> Task:
+        # The stream may touch its own DRAM image and nothing else (memory confinement).
+        return Task(self.kind, {"insns": self.insns, "count": self.count,
+                                MEMORY_ARG: (self.base,)}, name)
+
+
+class StreamDevice(SimulatedDevice):
+    """Base of the simulated instruction-stream accelerators (subclasses set `name`, `kernels`
+    = {"<name>.run": ("insns",)}, `insn_bytes`, and implement simulate / relocate)."""
+
+    insn_bytes: ClassVar[int] = 16
+    cfg: object
+
+    @property
+    def run_kind(self) -> str:
+        return f"{self.name}.run"
+
+    def simulate(self, raw: bytes) -> dict[str, int]:
+        """Run one binary stream on the simulator (confined to `self.task_memory`);
+        returns its counters."""
+        raise NotImplementedError(f"{type(self).__name__}.simulate")
+
+    def relocate(self, program, base: int) -> bytes:
+        """The program's binary stream with its DRAM addresses shifted by `base` bytes."""
+        raise NotImplementedError(f"{type(self).__name__}.relocate")
+
+    def image_alignment(self) -> int:
+        """Byte alignment of a program's DRAM image (every element size divides it)."""
+        return 64
+
+    def execute(self, task: Task) -> dict[str, int]:
+        count = task.args.get("count")
+        if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+            raise DeviceError(f"{self.name}: {task.kernel!r} needs count = a positive number of "
+                              f"instructions, got {count!r}")
+        raw = self.view(task.args["insns"], (count * self.insn_bytes,), np.uint8,
+                        what=f"{task.kernel} instruction stream")
+        return self.simulate(raw.tobytes())
+
+    def load_program(self, program, data: dict[str, np.ndarray] | None = None) -> LoadedProgram:
+        """Copy a Program's DRAM image (with `data` in its buffers) and its relocated
+        instruction stream into fresh allocations."""
+        if program.config != self.cfg:
+            raise DeviceError(f"{self.name}: program built for config {program.config.name!r} "
+                              f"({program.config.target_name}), device is {self.cfg.name!r} "
+                              f"({self.cfg.target_name})")
+        image = program.dram_image(data)
+        base = self.malloc(max(1, image.size), self.image_alignment())
+        self.copy_to_device(base, image)
+        stream = self.relocate(program, base)
+        insns = self.malloc(len(stream), 64)
+        self.copy_to_device(insns, np.frombuffer(stream, dtype=np.uint8))
+        return LoadedProgram(program, base, insns, len(stream) // self.insn_bytes, self.run_kind)
+
+    def read_buffer(self, loaded: LoadedProgram, name: str) -> np.ndarray:
+        """A program buffer read back from device memory (after synchronize)."""
+        image = self.copy_from_device(loaded.base, (loaded.program.dram_bytes,), np.uint8)
+        return loaded.program.read(image, name)
+
+    def run(self, loaded: LoadedProgram, name: str = "") -> TaskRecord:
+        """Submit one program and synchronise; returns its task record."""
+        self.submit(loaded.task(name))
+        return self.synchronize()[-1]
+
+
+__all__ = ["LoadedProgram", "StreamDevice"]
