@@ -11,13 +11,15 @@ function is given:
    constant buffers are only allocated) and time them with timing.simulate_timing. The fewest
    cycles wins; ties go to fewer DRAM bytes.
 
-Choices are cached by (layer without its name, config, vthreads), so a network repeating a
-layer geometry (ResNet's blocks) pays for the search once.
+Steps 2 and 3 are the shared tile search (targets/accel/tile_search.py: rank, judge). Choices
+are cached by (layer without its name, config, vthreads), so a network repeating a layer
+geometry (ResNet's blocks) pays for the search once.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+from ...accel.tile_search import ChoiceCache, judge, rank
 from ..config import VTAConfig
 from ..timing import TimingResult, simulate_timing
 from .context import LoweringContext
@@ -35,8 +37,7 @@ TIMED_PER_THREAD_COUNT = 2
 TIMED_ALU = 1
 SCREENED = 24                  # candidates ranked by conv_cycles after the closed-form screen
 NEAR = 0.10                    # a thread count more than 10% worse by the estimate is not timed
-_CACHE: dict[tuple, tuple[Schedule, int]] = {}     # -> (schedule, its model cycles)
-_CACHE_LIMIT = 4096
+_CACHE: ChoiceCache[tuple[Schedule, int]] = ChoiceCache()   # -> (schedule, its model cycles)
 
 
 def clear_cache() -> None:
@@ -252,12 +253,9 @@ def _ranked(layer: Layer, cfg: VTAConfig, cands: list[Schedule], keep: int) -> l
     bus); conv_cycles is evaluated on the SCREENED best by that screen (the screen's order
     matches conv_cycles' well; this bounds the search for layers with hundreds of tilings)."""
     if not isinstance(layer, (Conv2d, Dense)):
-        scored = [(dram_cost(layer, cfg, s, estimate(layer, cfg, s)), s) for s in cands]
-        return sorted(scored, key=lambda x: x[0])[:keep]
-    screen = sorted(((_screen(layer, cfg, s), i, s) for i, s in enumerate(cands)),
-                    key=lambda x: x[:2])
-    scored = [(conv_cycles(layer, cfg, s), s) for _, _, s in screen[:SCREENED]]
-    return sorted(scored, key=lambda x: x[0])[:keep]
+        return rank(cands, lambda s: dram_cost(layer, cfg, s, estimate(layer, cfg, s)), keep)
+    return rank(cands, lambda s: conv_cycles(layer, cfg, s), keep,
+                screen=lambda s: _screen(layer, cfg, s), screened=SCREENED)
 
 
 def _geometry_key(layer: Layer):
@@ -313,14 +311,7 @@ def _model_choice(layer: Layer, cfg: VTAConfig, vthreads: int | None,
     best_est = min(r[0][0] for r in ranked.values())
     best = None
     for v, r in ranked.items():
-        if r[0][0] > best_est * (1 + NEAR):
-            continue
-        for _, s in r:
-            cyc = time_schedule(layer, cfg, s).total_cycles
-            tie = estimate(layer, cfg, s).dram_bytes
-            if best is None or (cyc, tie) < best[0]:
-                best = ((cyc, tie), s)
-    if len(_CACHE) >= _CACHE_LIMIT:
-        _CACHE.clear()
-    _CACHE[key] = (best[1], best[0][0])
-    return _CACHE[key]
+        if r[0][0] <= best_est * (1 + NEAR):
+            best = judge(r, time=lambda s: time_schedule(layer, cfg, s).total_cycles,
+                         tie=lambda s: estimate(layer, cfg, s).dram_bytes, best=best)
+    return _CACHE.put(key, (best[1], best[0][0]))
