@@ -17,6 +17,7 @@ import warnings
 import numpy as np
 
 from retarget import zoo
+from retarget.compiler import prepare
 from retarget.frontend.onnx import import_model
 from retarget.passes.calibrate import calibrate, sample_batches
 from retarget.passes.fold_batchnorm import fold_batchnorm
@@ -48,7 +49,7 @@ def compile_steps(name: str, spec: str, size: int) -> tuple[Module, dict[str, fl
     _, t["calibration"] = timed(calibrate, folded, sample_batches(folded, calib))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        q, t_prepare = timed(target.prepare, g, calib)
+        q, t_prepare = timed(prepare, g, target, calib)
     t["quantise (excl. calibration)"] = max(t_prepare - t["calibration"], 0.0)
     q.toposort()
     parts, t["partition"] = timed(partition, q, target)

@@ -8,14 +8,25 @@ are properties of one compilation, not of the target or the graph:
     m = retarget.compile(graph, "my_target.toml", min_region_macs=0)  # offload every region
     m = retarget.compile(graph, "toy", config={"memory_bytes": 1 << 22})  # override a field
     print(m.report)                                                   # where every node runs
+
+The pipeline, top-down: import -> type -> convert a pre-quantised model / quantise into the
+number format the target declares (`prepare`) -> the target's own rewrite -> partition ->
+lower each offloaded region -> package. Data only flows down: targets never call the frontend
+or the passes.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import warnings
+
+import numpy as np
+
 from .errors import RetargetError
+from .frontend.onnx_quantized import QDQ_OPS, convert_quantized
 from .ir.graph import Graph
+from .ops.quantized import ACCUMULATING_OPS
 from .passes.infer_shapes import infer_shapes
 from .passes.partition import partition
 from .runtime.module import Module
@@ -47,11 +58,11 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     #    counts and device buffer sizes all read shapes
     g = infer_shapes(graph)
     g.toposort()
-    # 4. target-specific rewrites (vta: fold BatchNorm, quantise to int8); identity for most
+    # 4. the target's number format (vta: fold BatchNorm, int8 with power-of-two scales),
+    #    then its own rewrites (vta: window packing); identity for a float target
     cpu_nodes = tuple(cpu_nodes)
     tgt.cpu_nodes = cpu_nodes
-    g = tgt.prepare(g, calibration)
-    g.toposort()
+    g = prepare(g, tgt, calibration)
     # 5. partition: annotate, merge convex regions, apply the size rule, schedule
     parts = partition(g, tgt, cpu_nodes=cpu_nodes, min_region_macs=min_region_macs)
     # 6. lower each offloaded region to the target's kernel
@@ -66,4 +77,38 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     return Module(g, tgt, parts.regions, kernels, parts.report)
 
 
-__all__ = ["compile"]
+def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
+    """`graph` (typed) in the form `target`'s rules read: converted from a pre-quantised
+    (QDQ) model or quantised into `target.number_format` (calibrated on `calibration`: a dict
+    name -> array, a list of such dicts, or an array split along axis 0; None calibrates on
+    random data with a warning), then rewritten by `target.prepare`, typed and sorted. An
+    already-integer graph is not quantised again."""
+    fmt = target.number_format
+    if fmt is not None:
+        if any(n.op in QDQ_OPS for n in graph.nodes):
+            graph = _convert_prequantized(graph, target)
+        elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
+                 and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
+            from .passes.quantize import quantize   # needs the op table: import when used
+            graph = quantize(graph, calibration, per_channel=fmt.per_channel)
+    rewritten = target.prepare(graph)
+    if rewritten is not graph:
+        rewritten = infer_shapes(rewritten)
+    rewritten.toposort()
+    return rewritten
+
+
+def _convert_prequantized(graph: Graph, target: Target) -> Graph:
+    """An already-quantised ONNX model (QDQ / QLinearConv with power-of-two scales) as
+    retarget's integer ops, requantised with the target's rounding. ONNX rounds half to even,
+    so with half-up hardware results differ from the file's by one LSB exactly where a value
+    lies half way: a documented approximation (docs/quantization.md), said as a warning."""
+    rounding = target.number_format.rounding
+    if rounding == "half_up":
+        warnings.warn(f"{target.name}: requantising the imported QDQ model half-up (the "
+                      f"hardware adds then shifts); ONNX rounds half to even, so outputs can "
+                      f"differ from the file's by one LSB on exact ties", stacklevel=3)
+    return convert_quantized(graph, rounding=rounding)
+
+
+__all__ = ["compile", "prepare"]

@@ -13,9 +13,12 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
 - `make_device()`: the Device (runtime/device.py) that runs the kernels.
 - `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
-- `prepare(graph, calibration=None) -> graph`: optional graph rewrite run by compile() before
-  partitioning (e.g. fold BatchNorm and quantise to int8 for an integer accelerator); the
-  identity by default. `bit_exact = True` says the compiled module must equal the reference
+- `number_format`: the integer format the target computes in (a NumberFormat), or None for a
+  float target. compile() quantises the graph into it (passes/quantize) or converts a
+  pre-quantised model to it (frontend/onnx_quantized) before anything target-specific runs:
+  a target never imports frontend/ or passes/.
+- `prepare(graph) -> graph`: optional target-specific rewrite of the (quantised) graph run by
+  compile() before partitioning (e.g. vta's window packing); the identity by default. `bit_exact = True` says the compiled module must equal the reference
   run of the prepared graph bit for bit (`retarget run --check` then compares exactly).
 
 Subclass only to fill in these fields; the partitioner, compiler, executor and artifact code
@@ -50,6 +53,24 @@ class Support:
 
     def __bool__(self) -> bool:
         return self.ok
+
+
+@dataclass(frozen=True, slots=True)
+class NumberFormat:
+    """The integer format a target computes in, as compile() must quantise for it.
+
+    name: "int8-pow2" is int8 tensors with power-of-two scales, int32 accumulators and
+        requantisation by shifts (ops/quantized.py; docs/quantization.md);
+    per_channel: whether weight scales may differ per output channel (False when the hardware
+        shifts a whole tensor by one immediate);
+    rounding: how a pre-quantised (QDQ) model's requantisation is rounded on this hardware
+        ("half_up": add half then shift, as VTA's ALU and DNNVM's datapath do)."""
+    name: str = "int8-pow2"
+    per_channel: bool = False
+    rounding: str = "half_up"
+
+
+INT8_POW2 = NumberFormat()
 
 
 @dataclass(slots=True, eq=False)
@@ -125,6 +146,8 @@ class Target:
     # True when the target's results must equal the reference run of prepare()'s graph exactly
     # (integer targets); False allows float rounding differences.
     bit_exact: ClassVar[bool] = False
+    # The integer format compile() quantises into before prepare(); None: the float graph.
+    number_format: ClassVar[NumberFormat | None] = None
 
     def __init__(self, config: Any = None, preset: str | None = None):
         if config is None:
@@ -196,10 +219,10 @@ class Target:
         return int(getattr(self.config, "min_region_macs", 0))
 
     # ---- compilation and execution ----------------------------------------------------------
-    def prepare(self, graph: Graph, calibration: Any = None) -> Graph:
-        """Rewrite the typed graph into the form this target's rules expect, before
-        partitioning (e.g. int8 quantisation calibrated on `calibration`, whose accepted forms
-        are the target's to document). Default: the graph unchanged."""
+    def prepare(self, graph: Graph) -> Graph:
+        """Rewrite the typed graph (already in `number_format`) into the form this target's
+        rules expect, before partitioning. compile() infers the shapes of any values it adds.
+        Default: the graph unchanged."""
         return graph
 
     def lower(self, region: Region) -> Kernel:
@@ -259,4 +282,5 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["Support", "Region", "Kernel", "Target", "Rule", "WeightStore"]
+__all__ = ["INT8_POW2", "Kernel", "NumberFormat", "Region", "Rule", "Support", "Target",
+           "WeightStore"]

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from retarget.compiler import prepare
 from retarget.errors import TargetError
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.partition import partition
@@ -13,7 +14,7 @@ from .conftest import build_graph, calibration_for
 def placed(name, spec="vta", **kw):
     t = get_target(spec)
     g = build_graph(name)
-    q = t.prepare(infer_shapes(g), calibration_for(g))
+    q = prepare(infer_shapes(g), t, calibration_for(g))
     q.toposort()
     return partition(q, t, **kw).report
 
@@ -35,12 +36,12 @@ def test_prepare_quantises_and_warns_without_calibration():
     t = get_target("vta")
     g = infer_shapes(build_graph("resnet18"))
     with pytest.warns(UserWarning, match="random data"):
-        q = t.prepare(g)
+        q = prepare(g, t)
     ops = {n.op for n in q.nodes}
     assert "BatchNormalization" not in ops and {"Requantize", "QAdd", "QuantizeP2"} <= ops
     conv_in = [n.inputs[0].type.dtype for n in q.nodes if n.op == "Conv"]
     assert conv_in and set(conv_in) == {"int8"}
-    assert t.prepare(q) is q          # already integer: left alone
+    assert prepare(q, t).nodes == q.nodes    # already integer: left alone
 
 
 def test_resnet_convs_offloaded_with_reasons():
@@ -88,6 +89,6 @@ def test_grouped_conv_that_is_not_depthwise_stays_on_cpu_with_the_reason():
     graph = simplify(from_onnx_model(helper.make_model(g, opset_imports=[
         helper.make_opsetid("", 17)])))
     t = get_target("vta")
-    q = t.prepare(graph, {"x": np.ones((1, 32, 8, 8), np.float32)})
+    q = prepare(graph, t, {"x": np.ones((1, 32, 8, 8), np.float32)})
     conv = next(n for n in partition(q, t).report.nodes if n.name == "gconv")
     assert conv.placement == "cpu" and "group=2" in conv.reason and "GEMM core" in conv.reason

@@ -5,10 +5,11 @@
     print(m.report); m.run({"input": x})           # equals the integer reference bit for bit
 
 What compile() does with it (docs/vta-target.md):
-- `prepare`: fold BatchNorm, quantise to int8 with power-of-two scales (passes/quantize.py),
-  calibrated on the user's samples or on random data with a warning; then pack the kernel
-  window of convolutions with few input channels into channels on the host when the cycle
-  model says it pays (window_packing.py: ResNet's 3-channel stem);
+- the number format it declares (int8, power-of-two scales per tensor: the ALU shifts by one
+  immediate) is what compile() quantises into, calibrated on the user's samples or on random
+  data with a warning (passes/quantize.py), BatchNorm folded first;
+- `prepare`: pack the kernel window of convolutions with few input channels into channels on
+  the host when the cycle model says it pays (window_packing.py: ResNet's 3-channel stem);
 - the rules (rules.py) say which integer ops run on the accelerator, and why the others stay on the
   CPU (float ops, layout changes, convolutions the GEMM core cannot map...);
 - `lower(region)` (region.py) builds one instruction stream for the whole region with the lowering
@@ -21,15 +22,13 @@ What compile() does with it (docs/vta-target.md):
 from __future__ import annotations
 
 import fnmatch
-import warnings
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
-from ...frontend.onnx_quantized import QDQ_OPS, convert_quantized
 from ...ir.graph import Graph, Node
 from ...ops.quantized import ACCUMULATING_OPS
-from ..base import Region, Support, Target
+from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
 from .region import lower_region
@@ -49,6 +48,7 @@ class VTATarget(Target):
     rules: ClassVar[dict] = RULES
     kernel_kinds: ClassVar[dict] = {VTAKernel.kind: VTAKernel}
     bit_exact: ClassVar[bool] = True
+    number_format = INT8_POW2     # per tensor: the ALU shifts by one immediate; half-up
 
     def __init__(self, config=None, preset: str | None = None):
         super().__init__(config, preset)
@@ -95,17 +95,8 @@ class VTATarget(Target):
                     refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
         return refused
 
-    def prepare(self, graph: Graph, calibration: Any = None) -> Graph:
-        """Fold BatchNorm into convolutions and quantise to int8 with power-of-two scales,
-        per-tensor (the ALU shifts by one immediate). `calibration`: see passes.quantize;
-        None calibrates on random data with a warning. An already-integer graph (no float
-        Conv/Gemm/MatMul left to quantise) is returned as it is."""
-        from ...passes.quantize import quantize  # not at import: quantize needs the op table
-        if any(n.op in QDQ_OPS for n in graph.nodes):
-            graph = _convert_prequantized(graph)
-        elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
-                 and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
-            graph = quantize(graph, calibration, per_channel=False)
+    def prepare(self, graph: Graph) -> Graph:
+        """Window packing (after compile() has quantised the graph to int8)."""
         return self._pack_windows(graph)
 
     def _pack_windows(self, graph: Graph) -> Graph:
@@ -142,17 +133,6 @@ class VTATarget(Target):
     def make_device(self):
         from .device import VTADevice
         return VTADevice(self.config, memory_bytes=min(DEVICE_MEMORY, self.config.dram_bytes))
-
-
-def _convert_prequantized(graph: Graph) -> Graph:
-    """An already-quantised ONNX model (QDQ / QLinearConv with power-of-two scales) as
-    retarget's integer ops, requantising half-up as VTA's ALU does (add, then shift). ONNX rounds
-    half to even, so results differ from the file's by one LSB exactly where a value lies half
-    way: a documented approximation (docs/quantization.md), said as a warning."""
-    warnings.warn("vta: requantising the imported QDQ model half-up (VTA's ALU adds then shifts); "
-                  "ONNX rounds half to even, so outputs can differ from the file's by one LSB on "
-                  "exact ties", stacklevel=3)
-    return convert_quantized(graph, rounding="half_up")
 
 
 __all__ = ["VTATarget", "DEVICE_MEMORY"]

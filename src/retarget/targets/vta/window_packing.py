@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ...ir.graph import Graph, Node, Value, constant
-from ...passes.infer_shapes import infer_shapes
 from .config import VTAConfig
 from .lower import Conv2d, compute_floor, model_cycles, reason
 from .lower.tensor import ceil_div
@@ -168,8 +167,9 @@ def apply_packing(graph: Graph, layer: Conv2d, form: str) -> None:
 def pack_narrow_convs(graph: Graph, cfg: VTAConfig, candidates: list[Conv2d]
                       ) -> tuple[Graph, list[Packing]]:
     """Pack each of `candidates` (Conv2d descriptions named as their Conv nodes in `graph`)
-    whose model-chosen form is not the original. Returns the graph (a rewritten copy with
-    shapes inferred, or `graph` itself when nothing is packed) and every decision taken."""
+    whose model-chosen form is not the original. Returns the graph (a rewritten copy whose new
+    values compile() types, or `graph` itself when nothing is packed) and every decision
+    taken."""
     decisions = [choose_packing(layer, cfg) for layer in candidates]
     chosen = [(d, layer) for d, layer in zip(decisions, candidates) if d.form is not None]
     considered = [d for d in decisions if d.cycles]
@@ -178,7 +178,7 @@ def pack_narrow_convs(graph: Graph, cfg: VTAConfig, candidates: list[Conv2d]
     g = graph.copy()
     for d, layer in chosen:
         apply_packing(g, layer, d.form)
-    return infer_shapes(g), considered
+    return g, considered
 
 
 def is_packed(conv: Node, producers: dict) -> bool:
