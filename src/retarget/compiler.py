@@ -16,10 +16,9 @@ or the passes.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
-
-import warnings
 
 import numpy as np
 
@@ -89,7 +88,9 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
             graph = _convert_prequantized(graph, target)
         elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
                  and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
-            from .passes.quantize import quantize   # needs the op table: import when used
+            from .passes.quantize import (
+                quantize,  # needs the op table: import when used
+            )
             graph = quantize(graph, calibration, per_channel=fmt.per_channel)
     rewritten = target.prepare(graph)
     if rewritten is not graph:

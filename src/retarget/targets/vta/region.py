@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from ...errors import TargetError, UnsupportedOpError
 from ...ir.graph import Node
@@ -14,51 +13,8 @@ from ...ops.registry import resolve_attrs
 from ..base import Region
 from . import lower as L
 from .config import VTAConfig
+from ..accel.graph_layers import conv_layer, dense_bias, dense_weight, requant_of
 from .kernel import Binding, LayerInfo, VTAKernel
-
-
-def _requant_of(rq: Node):
-    a = resolve_attrs(rq)
-    return L.Requant(int(a["shift"]), int(a["lo"]), int(a["hi"]))
-
-
-def conv_layer(node: Node, rq: Node):
-    """The lowering's Conv2d description of Conv `node` requantised by `rq`."""
-    a = resolve_attrs(node)
-    x, w = node.inputs[0].type.shape, node.inputs[1].type.shape
-    pads = list(a.get("pads") or [0, 0, 0, 0])
-    return L.Conv2d(node.name, tuple(x), int(w[0]), (int(w[2]), int(w[3])),
-                  tuple(int(s) for s in (a.get("strides") or [1, 1])),
-                  (int(pads[0]), int(pads[1]), int(pads[2]), int(pads[3])),
-                  int(a.get("group", 1)), _requant_of(rq))
-
-
-def dense_weight(node: Node) -> np.ndarray:
-    """Gemm/MatMul weights as (out_features, in_features), what lower_dense takes."""
-    b = node.inputs[1].const
-    if node.op == "Gemm" and resolve_attrs(node)["transB"]:
-        return b
-    return np.ascontiguousarray(b.T)
-
-
-def dense_bias(node: Node) -> np.ndarray | None:
-    """A Gemm/MatMul bias as one int32 per output feature, what lower_dense takes. ONNX's Gemm
-    broadcasts C to the (M, N) output, so a scalar, (N,), (1, N) or (1, 1) bias is one value
-    per feature; a bias that varies along M is not, and raises TargetError naming the node."""
-    b = node.input(2)
-    if b is None:
-        return None
-    n_out = dense_weight(node).shape[0]
-    bias = np.asarray(b.const)
-    try:
-        rows = np.broadcast_to(bias, (max(1, bias.shape[0] if bias.ndim == 2 else 1), n_out))
-    except ValueError:
-        raise TargetError(f"{node.op} '{node.name}': bias of shape {list(bias.shape)} does not "
-                          f"broadcast to the {n_out} output features") from None
-    if not (rows == rows[:1]).all():
-        raise TargetError(f"{node.op} '{node.name}': bias of shape {list(bias.shape)} differs "
-                          f"between rows; the GEMM core adds one bias per output feature")
-    return np.ascontiguousarray(rows[0])
 
 
 def _lower_alu_node(ctx, n: Node, x: list):
@@ -72,7 +28,7 @@ def _lower_alu_node(ctx, n: Node, x: list):
     if n.op == "Relu":
         return L.lower_requantize(ctx, L.RequantizeLayer(n.name, shape, L.Requant(0, 0, 127)), x[0])
     if n.op == "Requantize":
-        return L.lower_requantize(ctx, L.RequantizeLayer(n.name, shape, _requant_of(n)), x[0])
+        return L.lower_requantize(ctx, L.RequantizeLayer(n.name, shape, requant_of(n)), x[0])
     pads = list(a.get("pads") or [0, 0, 0, 0])
     layer = L.Pool2d(n.name, "max" if n.op == "MaxPool" else "avg", shape,
                      tuple(int(k) for k in a["kernel_shape"]),
@@ -117,7 +73,7 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
                 w = dense_weight(n)
                 xm = x.as_matrix() if len(x.shape) == 4 else x
                 layer = L.Dense(n.name, int(xm.shape[0]), int(w.shape[1]), int(w.shape[0]),
-                                _requant_of(rq), op=n.op)
+                                requant_of(rq), op=n.op)
                 y = L.lower_dense(ctx, layer, xm, w, dense_bias(n))
             packed[id(rq.outputs[0])] = y
         elif n.op in ("QAdd", "Relu", "Requantize", "MaxPool", "AveragePool"):

@@ -7,72 +7,27 @@ GEMM core only together with the Requantize that takes its int32 accumulator to 
 from __future__ import annotations
 
 from ...errors import TargetError
-from ...ir.graph import Graph, Node, Value
+from ...ir.graph import Graph, Node
 from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
+from ..accel.graph_layers import (  # noqa: F401
+    conv_layer,
+    dense_bias,
+    fused_requantize,
+    int8,
+    operand_problem,
+    requant_reason,
+)
 from ..base import Support, Target
 from .lower import reason
-from .region import conv_layer, dense_bias
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
-
-
-def _int8(v: Value | None) -> bool:
-    return v is not None and v.type is not None and v.type.dtype == "int8"
-
-
-def _sole_consumer(graph: Graph, v: Value) -> Node | None:
-    uses = graph.consumers().get(v, [])
-    if len(uses) != 1 or v in graph.outputs:
-        return None
-    return uses[0]
-
-
-def fused_requantize(graph: Graph, node: Node) -> Node | None:
-    """The Requantize that takes `node`'s int32 accumulator to int8 on the ALU, if it can
-    (one consumer, one per-tensor shift, half-up rounding, int8 output)."""
-    rq = _sole_consumer(graph, node.outputs[0])
-    if rq is None or rq.op != "Requantize" or rq.input(1) is not None:
-        return None
-    a = resolve_attrs(rq)
-    if a["rounding"] != "half_up" or a["dtype"] != "int8" or a["shift"] is None:
-        return None
-    return rq
-
-
-def _requant_reason(graph: Graph, node: Node) -> str | None:
-    """Why `node`'s accumulator cannot be requantised on the accelerator (None: it can)."""
-    rq = _sole_consumer(graph, node.outputs[0])
-    if rq is None or rq.op != "Requantize":
-        return (f"the int32 result of {node.op} '{node.name}' is used by something other than "
-                f"one Requantize; vta stores int8 only")
-    if rq.input(1) is not None:
-        return (f"Requantize '{rq.name}' has per-channel shifts; vta's ALU shifts by one "
-                f"immediate (quantise with per_channel=False)")
-    a = resolve_attrs(rq)
-    if a["rounding"] != "half_up" or a["dtype"] != "int8":
-        return f"Requantize '{rq.name}' rounds {a['rounding']} to {a['dtype']}; vta: half_up to int8"
-    return None
-
-
-def _operand_problem(node: Node, rank: int, what: str) -> str | None:
-    """Why the GEMM core cannot take `node`'s operands (None: it can): an int8 input of `rank`,
-    constant int8 weights, an optional constant int32 bias."""
-    x, w, b = node.inputs[0], node.input(1), node.input(2)
-    where = f"{node.op} '{node.name}'"
-    if not _int8(x) or x.type.rank != rank:
-        return f"{where}: vta runs int8 {what}; input is {x.type}"
-    if not (_int8(w) and w.is_const):
-        return f"{where}: weights must be a constant int8 tensor"
-    if b is not None and not (b.is_const and b.type.dtype == "int32"):
-        return f"{where}: bias must be a constant int32 tensor"
-    return None
 
 
 def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
     x, w = node.inputs[0], node.input(1)
     where = f"Conv '{node.name}'"
-    why = _operand_problem(node, 4, "2-D convolutions")
+    why = operand_problem(t.name, node, 4, "2-D convolutions")
     if why:
         return Support.no(why)
     a = resolve_attrs(node)
@@ -89,7 +44,7 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
         if not group == cin == cout:
             return Support.no(f"{where}: grouped convolution (group={group}, {cin}->{cout} "
                               f"channels) does not map to the GEMM core; kept on cpu")
-    why = _requant_reason(graph, node)
+    why = requant_reason(t.name, graph, node)
     if why:
         return Support.no(why)
     why = reason(conv_layer(node, fused_requantize(graph, node)), t.config)
@@ -106,7 +61,7 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
 
 def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
     where = f"{node.op} '{node.name}'"
-    why = _operand_problem(node, 2, "2-D dense layers")
+    why = operand_problem(t.name, node, 2, "2-D dense layers")
     if why:
         return Support.no(why)
     if node.op == "Gemm":
@@ -117,7 +72,7 @@ def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
         dense_bias(node)
     except TargetError as e:
         return Support.no(str(e))
-    why = _requant_reason(graph, node)
+    why = requant_reason(t.name, graph, node)
     return Support.no(why) if why else Support.yes("dense on the GEMM core, requantised on the ALU")
 
 
@@ -128,7 +83,7 @@ def _requantize_rule(t: Target, node: Node, graph: Graph) -> Support:
             return Support.yes(f"fused into {src.op} '{src.name}' (ALU: add, shift, clip)")
         return Support.no(f"requantises {src.op} '{src.name}', which runs on cpu")
     a = resolve_attrs(node)
-    if _int8(node.inputs[0]) and node.input(1) is None and a["dtype"] == "int8" \
+    if int8(node.inputs[0]) and node.input(1) is None and a["dtype"] == "int8" \
             and a["rounding"] == "half_up":
         return Support.yes("int8 shift/clip on the ALU")
     return Support.no(f"Requantize '{node.name}': only int8 -> int8 or fused after a conv/dense")
@@ -137,7 +92,7 @@ def _requantize_rule(t: Target, node: Node, graph: Graph) -> Support:
 def _qadd_rule(t: Target, node: Node, graph: Graph) -> Support:
     a, b = node.inputs
     at = resolve_attrs(node)
-    if not (_int8(a) and _int8(b)) or a.type.shape != b.type.shape or a.type.rank != 4:
+    if not (int8(a) and int8(b)) or a.type.shape != b.type.shape or a.type.rank != 4:
         return Support.no(f"QAdd '{node.name}': vta adds two int8 NCHW tensors of one shape; "
                           f"got {a.type} + {b.type}")
     if at["rounding"] != "half_up" or at["dtype"] != "int8":
@@ -147,7 +102,7 @@ def _qadd_rule(t: Target, node: Node, graph: Graph) -> Support:
 
 def _relu_rule(t: Target, node: Node, graph: Graph) -> Support:
     x = node.inputs[0]
-    if not _int8(x) or x.type.rank != 4:
+    if not int8(x) or x.type.rank != 4:
         return Support.no(f"Relu '{node.name}': vta runs int8 NCHW Relu; input is {x.type}")
     return Support.yes("max(x, 0) on the ALU")
 
@@ -155,7 +110,7 @@ def _relu_rule(t: Target, node: Node, graph: Graph) -> Support:
 def _pool_rule(t: Target, node: Node, graph: Graph) -> Support:
     x = node.inputs[0]
     where = f"{node.op} '{node.name}'"
-    if not _int8(x) or x.type.rank != 4:
+    if not int8(x) or x.type.rank != 4:
         return Support.no(f"{where}: vta pools int8 NCHW tensors; input is {x.type} "
                           f"(float ops stay on cpu)")
     a = resolve_attrs(node)

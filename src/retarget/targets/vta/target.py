@@ -28,11 +28,11 @@ import numpy as np
 
 from ...ir.graph import Graph, Node
 from ...ops.quantized import ACCUMULATING_OPS
+from ..accel.graph_layers import conv_layer
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
 from .region import lower_region
-from .region import conv_layer
 from .rules import RULES, fused_requantize
 from .window_packing import Packing, is_packed, pack_narrow_convs
 
