@@ -25,8 +25,9 @@ from .base import Target
 def _builtin() -> dict[str, type[Target]]:
     # Imported lazily so that `import retarget` does not pull in every backend.
     from .cpu.target import CpuTarget
+    from .dnnvm.target import DNNVMTarget
     from .vta.target import VTATarget
-    return {CpuTarget.name: CpuTarget, VTATarget.name: VTATarget}
+    return {CpuTarget.name: CpuTarget, DNNVMTarget.name: DNNVMTarget, VTATarget.name: VTATarget}
 
 
 _TARGETS: dict[str, type[Target]] = {}

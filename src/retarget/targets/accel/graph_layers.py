@@ -7,6 +7,7 @@ import numpy as np
 
 from ...errors import TargetError
 from ...ir.graph import Graph, Node, Value
+from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
 from .layers import Conv2d, Requant
 
@@ -109,5 +110,24 @@ def operand_problem(target: str, node: Node, rank: int, what: str) -> str | None
     return None
 
 
+def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str, str]:
+    """Nodes of a region that must go to the CPU because a conv/dense and the Requantize of
+    its int32 accumulator would be split across it (the accelerator stores int8 only)."""
+    here = {id(n) for n in nodes}
+    producers = graph.producers()
+    refused = {}
+    for n in nodes:
+        if n.op in ACCUMULATING_OPS:
+            rq = fused_requantize(graph, n)
+            if rq is None or id(rq) not in here:
+                refused[n.name] = (f"{n.op} '{n.name}': its Requantize runs on cpu, and "
+                                   f"{target} cannot hand an int32 accumulator to the host")
+        elif n.op == "Requantize":
+            src = producers.get(n.inputs[0])
+            if src is not None and src.op in ACCUMULATING_OPS and id(src) not in here:
+                refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
+    return refused
+
+
 __all__ = ["conv_layer", "dense_bias", "dense_weight", "fused_requantize", "int8",
-           "operand_problem", "requant_of", "requant_reason", "sole_consumer"]
+           "operand_problem", "requant_of", "requant_reason", "sole_consumer", "split_accumulators"]

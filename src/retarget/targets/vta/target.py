@@ -27,8 +27,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...ir.graph import Graph, Node
-from ...ops.quantized import ACCUMULATING_OPS
-from ..accel.graph_layers import conv_layer
+from ..accel.graph_layers import conv_layer, split_accumulators
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
@@ -80,20 +79,7 @@ class VTATarget(Target):
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
         # A conv/dense and its Requantize are one fused operation: the int32 accumulator never
         # leaves the accelerator (STORE writes int8), so both halves must share a region.
-        here = {id(n) for n in nodes}
-        producers = graph.producers()
-        refused = {}
-        for n in nodes:
-            if n.op in ACCUMULATING_OPS:
-                rq = fused_requantize(graph, n)
-                if rq is None or id(rq) not in here:
-                    refused[n.name] = (f"{n.op} '{n.name}': its Requantize runs on cpu, and vta "
-                                       f"cannot hand an int32 accumulator to the host")
-            elif n.op == "Requantize":
-                src = producers.get(n.inputs[0])
-                if src is not None and src.op in ACCUMULATING_OPS and id(src) not in here:
-                    refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
-        return refused
+        return split_accumulators(self.name, nodes, graph)
 
     def prepare(self, graph: Graph) -> Graph:
         """Window packing (after compile() has quantised the graph to int8)."""

@@ -1,0 +1,83 @@
+"""The `dnnvm` target: int8 CNNs on a DNNVM-style instruction-driven FPGA overlay, simulated
+bit-exactly, timed by a cycle model of its five engines (docs/dnnvm.md).
+
+    m = retarget.compile(graph, "dnnvm")          # zu2; also dnnvm:zu9, dnnvm:test
+    print(m.report); m.run({"input": x})           # equals the integer reference bit for bit
+
+- number format: int8 dynamic fixed point, a power-of-two scale per tensor (the paper's), so
+  compile() quantises with passes/quantize exactly as for vta;
+- rules (rules.py): convolutions incl. depthwise, max pooling, element-wise add, Requantize /
+  Relu, and concat / flatten as views; dense layers stay on the CPU unless `offload_fc`;
+- `lower(region)` (region.py, lower.py): one instruction stream per region, feature maps NHWC
+  in DDR, tiles by the paper's eq. 5-6 unless the cycle model finds a faster one;
+- `DNNVMKernel.run` lays inputs out NHWC in the shared DRAM, runs the stream on the simulator
+  (sim.py) and reads outputs back.
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ...ir.graph import Graph, Node
+from ..accel.graph_layers import split_accumulators
+from ..base import INT8_POW2, Region, Support, Target
+from .config import PRESETS, DNNVMConfig
+from .kernel import DNNVMKernel
+from .region import lower_region
+from .rules import RULES
+
+DEVICE_MEMORY = 1 << 28
+
+
+class DNNVMTarget(Target):
+    name: ClassVar[str] = "dnnvm"
+    description: ClassVar[str] = ("DNNVM-style FPGA CNN overlay (LOAD/SAVE/CONV/POOL/ELEW "
+                                  "engines), int8, simulated bit-exactly; quantises the model")
+    config_class: ClassVar[type] = DNNVMConfig
+    presets: ClassVar[dict] = PRESETS
+    rules: ClassVar[dict] = RULES
+    kernel_kinds: ClassVar[dict] = {DNNVMKernel.kind: DNNVMKernel}
+    bit_exact: ClassVar[bool] = True
+    number_format = INT8_POW2
+
+    @classmethod
+    def default_config(cls):
+        return PRESETS["zu2"]
+
+    def supports(self, node: Node, graph: Graph) -> Support:
+        if node.op not in self.rules:
+            if node.op in ("QuantizeP2", "DequantizeP2"):
+                return Support.no(f"{node.op} '{node.name}' converts float <-> int8 at the "
+                                  f"edge of the integer graph; the host does it")
+            if any(v is not None and v.type is not None and v.type.dtype.startswith("float")
+                   for v in node.inputs + node.outputs):
+                return Support.no(f"{node.op} '{node.name}' is a float op; dnnvm runs int8")
+            return Support.no(f"dnnvm has no instruction for {node.op}")
+        return self.rules[node.op](self, node, graph)
+
+    def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
+        refused = split_accumulators(self.name, nodes, graph)
+        here = {id(n) for n in nodes}
+        producers, consumers = graph.producers(), graph.consumers()
+        for n in nodes:
+            if n.op == "Concat":
+                outside = [v.name for v in n.inputs
+                           if producers.get(v) is None or id(producers[v]) not in here]
+                if outside:
+                    refused[n.name] = (f"Concat '{n.name}': inputs {outside} are not produced "
+                                       f"on dnnvm in this region, so no SAVE can put them in "
+                                       f"place (a concat is never a run-time copy)")
+            elif n.op == "Flatten":
+                uses = consumers.get(n.outputs[0], [])
+                if not uses or id(uses[0]) not in here:
+                    refused[n.name] = f"Flatten '{n.name}': its dense layer runs on cpu"
+        return refused
+
+    def lower(self, region: Region) -> DNNVMKernel:
+        return lower_region(self.config, region)
+
+    def make_device(self):
+        from .device import DNNVMDevice
+        return DNNVMDevice(self.config, memory_bytes=min(DEVICE_MEMORY, self.config.dram_bytes))
+
+
+__all__ = ["DNNVMTarget"]

@@ -1,0 +1,173 @@
+"""The dnnvm cycle model: when each instruction of a stream runs, without touching data.
+
+- Five engines run their instructions in program order; an instruction starts when its engine
+  is free and the producer instruction behind each token it pops has finished (the k-th pop
+  from engine A on engine B is matched to A's k-th instruction that signals B).
+- LOAD / SAVE: insn_overhead + ddr_latency, then bytes / ddr_bytes_per_cycle cycles on the one
+  DDR port they share, granted in order of request. CONV: insn_overhead + conv_pipeline +
+  steps * step_cycles, where a step is ic_p input channels x oc_p output channels x h_p output
+  rows for one output column and one kernel tap (spec §1). POOL / ELEW: insn_overhead +
+  elements (x window taps) / pool_lanes. END: when every engine has drained.
+- Event-driven: among engine heads that can start, the earliest goes next, so DDR grants are
+  in time order; O(instructions x engines).
+
+`ddr_bytes_per_cycle` and `insn_overhead` are the two calibrated fields (docs/dnnvm.md);
+everything else is the config's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..accel.sim_errors import DeadlockError, SimulationError
+from ..accel.timing import BUFFERS, InsnWork, TimingResult, layer_spans, timing_result
+from .config import DNNVMConfig
+from .disasm import format_insn
+from .isa import ENGINES, Buf, Conv, Elew, End, Load, Pool, Save, decode_stream
+
+_BUFFER_OF = {Buf.IN: BUFFERS.index("inp"), Buf.WGT: BUFFERS.index("wgt"),
+              Buf.BIAS: BUFFERS.index("acc")}
+OUT_BUFFER = BUFFERS.index("out")
+
+
+def conv_steps(cfg: DNNVMConfig, insn: Conv) -> int:
+    """PE-array steps of one CONV instruction."""
+    rows = -(-insn.out_h // cfg.h_p)
+    ocs = -(-insn.oc // cfg.oc_p)
+    ics = 1 if insn.depthwise else -(-insn.ic // cfg.ic_p)
+    return rows * insn.out_w * insn.kh * insn.kw * ics * ocs
+
+
+def dma_cycles(cfg: DNNVMConfig, nbytes: int) -> int:
+    return -int(-nbytes // cfg.ddr_bytes_per_cycle)
+
+
+def insn_cost(cfg: DNNVMConfig, insn):
+    """(fixed cycles before the DDR transfer, DDR cycles, MAC-array cycles, ALU cycles,
+    buffer index, DDR bytes) of one instruction alone."""
+    ovh = cfg.insn_overhead
+    if isinstance(insn, Load):
+        n = insn.rows * insn.cols * insn.vec_bytes
+        return ovh + cfg.ddr_latency, dma_cycles(cfg, n), 0, 0, _BUFFER_OF[Buf(insn.buf)], n
+    if isinstance(insn, Save):
+        n = insn.rows * insn.cols * insn.vec_bytes
+        return ovh + cfg.ddr_latency, dma_cycles(cfg, n), 0, 0, OUT_BUFFER, n
+    if isinstance(insn, Conv):
+        busy = conv_steps(cfg, insn) * cfg.step_cycles
+        return ovh + cfg.conv_pipeline + busy, 0, busy, 0, -1, 0
+    if isinstance(insn, Pool):
+        work = -(-insn.out_h * insn.out_w * insn.channels * insn.kh * insn.kw // cfg.pool_lanes)
+        return ovh + work, 0, 0, work, -1, 0
+    if isinstance(insn, Elew):
+        work = -(-insn.count // cfg.pool_lanes)
+        return ovh + work, 0, 0, work, -1, 0
+    return ovh, 0, 0, 0, -1, 0
+
+
+def simulate_timing(stream, cfg: DNNVMConfig | None = None, layers=None) -> TimingResult:
+    """Time a Program (or a list of instructions / raw bytes with `cfg`). Raises DeadlockError
+    when tokens can never arrive, SimulationError on a malformed stream."""
+    if hasattr(stream, "insns") and hasattr(stream, "config"):
+        insns, cfg = list(stream.insns), cfg or stream.config
+        if layers is None:
+            layers = stream.layers
+    elif isinstance(stream, (bytes, bytearray)):
+        insns = decode_stream(bytes(stream))
+    else:
+        insns = list(stream)
+    if cfg is None:
+        raise SimulationError("simulate_timing: give a DNNVMConfig with a bare stream")
+    n = len(insns)
+    if not n or not isinstance(insns[-1], End):
+        raise SimulationError(f"the stream of {n} instruction(s) does not end with END")
+    spans = layer_spans(layers, n)
+    ne = len(ENGINES)
+    engine = [0] * n
+    fixed = [0] * n
+    bus = [0] * n
+    gemm = np.zeros(n, np.int64)
+    alu = np.zeros(n, np.int64)
+    bufs = np.full(n, -1, np.int64)
+    nbytes = np.zeros(n, np.int64)
+    queues: list[list[int]] = [[] for _ in range(ne)]
+    producers: list[list[int]] = [[] for _ in range(n)]
+    signalled: list[list[list[int]]] = [[[] for _ in range(ne)] for _ in range(ne)]
+    popped = [[0] * ne for _ in range(ne)]
+    for i, insn in enumerate(insns[:-1]):
+        if isinstance(insn, End):
+            raise SimulationError(f"instruction #{i}: END before the end of the stream", i)
+        e = insn.engine
+        engine[i] = e
+        f, b, g, a, buf, nb = insn_cost(cfg, insn)
+        fixed[i], bus[i], gemm[i], alu[i], bufs[i], nbytes[i] = f, b, g, a, buf, nb
+        queues[e].append(i)
+    # Match pops to pushes per (from, to) pair, in each engine's program order.
+    for i, insn in enumerate(insns[:-1]):
+        for d in range(ne):
+            if insn.signal >> d & 1:
+                signalled[engine[i]][d].append(i)
+    for e in range(ne):
+        for i in queues[e]:
+            for s in range(ne):
+                if insns[i].wait >> s & 1:
+                    k = popped[s][e]
+                    popped[s][e] += 1
+                    producers[i].append(signalled[s][e][k] if k < len(signalled[s][e]) else -1)
+    start = [0] * n
+    end = [-1] * n
+    heads = [0] * ne
+    free = [0] * ne
+    bus_free = 0
+    remaining = n - 1
+    while remaining:
+        best, best_t = -1, 0
+        for e in range(ne):
+            q = queues[e]
+            if heads[e] >= len(q):
+                continue
+            i = q[heads[e]]
+            t = free[e]
+            ok = True
+            for p in producers[i]:
+                if p < 0 or end[p] < 0:
+                    ok = False
+                    break
+                if end[p] > t:
+                    t = end[p]
+            if ok and (best < 0 or t < best_t):
+                best, best_t = i, t
+        if best < 0:
+            _deadlock(insns, queues, heads)
+        i = best
+        t_end = best_t + fixed[i]
+        if bus[i]:
+            t_end = max(t_end, bus_free) + bus[i]
+            bus_free = t_end
+        start[i], end[i] = best_t, t_end
+        e = engine[i]
+        free[e] = t_end
+        heads[e] += 1
+        remaining -= 1
+    last = max(end[:-1], default=0)
+    start[-1], end[-1], engine[-1] = last, last + cfg.insn_overhead, 0
+    work = InsnWork(gemm, alu, np.zeros(n, np.int64), bufs, nbytes)
+    return timing_result(cfg, ENGINES, work, engine, start, end, start, spans,
+                         cfg.macs_per_step // cfg.step_cycles, format_insn)
+
+
+def _deadlock(insns, queues, heads) -> None:
+    blocked = []
+    for e, q in enumerate(queues):
+        if heads[e] < len(q):
+            i = q[heads[e]]
+            waits = tuple(ENGINES[s] for s in range(len(ENGINES)) if insns[i].wait >> s & 1)
+            blocked.append((ENGINES[e], i, " ".join(format_insn(insns[i]).split()), waits))
+    text = "; ".join(f"{m} engine blocked at instruction #{i} ({t}) waiting on "
+                     f"{'/'.join(w)}" for m, i, t, w in blocked)
+    raise DeadlockError(f"dnnvm timing model: deadlock: {text}", blocked)
+
+
+def stream_cycles(stream, cfg: DNNVMConfig | None = None) -> int:
+    return simulate_timing(stream, cfg).total_cycles
+
+
+__all__ = ["conv_steps", "dma_cycles", "insn_cost", "simulate_timing", "stream_cycles"]
