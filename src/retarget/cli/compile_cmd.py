@@ -42,7 +42,7 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-region-macs", type=int, default=None, metavar="N",
                    help="offload only regions of at least N MACs (default: the target's rule)")
     p.add_argument("--calibration", default=None, metavar="FILE.npz",
-                   help="calibration inputs for targets that quantise (vta): arrays by input "
+                   help="calibration inputs for targets that quantise (vta, dnnvm): arrays by input "
                         "name, batches along axis 0 (default: random data, with a warning)")
 
 

@@ -1,7 +1,8 @@
 """`retarget demo [--config PRESET] [--batch N]`: the main job, end to end, on shipped data.
 
 The shipped digits CNN (src/retarget/data, trained by scripts/train_digits.py on scikit-learn's
-8x8 digits) is quantised to int8 on its calibration split, compiled for the simulated VTA,
+8x8 digits) is quantised to int8 on its calibration split, compiled for the simulated VTA
+(or `--target dnnvm`: the DNNVM-style FPGA overlay),
 and run on the held-out digits it never saw. Printed: float top-1 vs int8-on-simulator top-1
 (the check: within ACCURACY_TOLERANCE points), whether every simulated output equals the
 integer reference bit for bit, the placement report, the simulator's counters and the cycle
@@ -22,12 +23,16 @@ ACCURACY_TOLERANCE = 1.0   # percentage points int8 may lose against float
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "demo", help="digits CNN: quantise, compile for the simulated VTA, report accuracy",
-        description="Compile the shipped digits CNN for the simulated VTA accelerator, run its "
-                    "held-out set on the simulator and compare int8 with float accuracy.")
-    p.add_argument("--config", default="pynq", metavar="PRESET",
-                   help="VTA preset (pynq, ultra96, 1x32, 1x64, 2x16) or a .json/.toml "
-                        "target config file (default: pynq)")
+        "demo", help="digits CNN: quantise, compile for a simulated accelerator, report accuracy",
+        description="Compile the shipped digits CNN for a simulated accelerator (vta by "
+                    "default, or dnnvm), run its held-out set on the simulator and compare "
+                    "int8 with float accuracy.")
+    p.add_argument("--target", default="vta", choices=("vta", "dnnvm"),
+                   help="the accelerator (default: vta)")
+    p.add_argument("--config", default=None, metavar="PRESET",
+                   help="the target's preset (vta: pynq, ultra96, 1x32, 1x64, 2x16; dnnvm: "
+                        "zu2, zu9, test) or a .json/.toml target config file (default: pynq / "
+                        "zu2)")
     p.add_argument("--batch", type=int, default=40, metavar="N",
                    help="images per simulator run (default 40)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
@@ -37,8 +42,12 @@ def register(subparsers) -> None:
     p.set_defaults(func=run_demo)
 
 
-def _target_spec(config: str) -> str:
-    return config if config.endswith((".json", ".toml")) else f"vta:{config}"
+DEFAULT_PRESET = {"vta": "pynq", "dnnvm": "zu2"}
+
+
+def _target_spec(target: str, config: str | None) -> str:
+    config = config or DEFAULT_PRESET[target]
+    return config if config.endswith((".json", ".toml")) else f"{target}:{config}"
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -59,7 +68,8 @@ def run_demo(args: argparse.Namespace) -> int:
     graph = load_digits_model(batch)
 
     t0 = time.perf_counter()
-    module = compile(graph, _target_spec(args.config), calibration=digits_calibration())
+    module = compile(graph, _target_spec(args.target, args.config),
+                     calibration=digits_calibration())
     t_compile = time.perf_counter() - t0
     print(f"digits CNN ({len(x)} held-out 8x8 images) on {module.target.spec} "
           f"({module.target.config.target_name}), compiled in {t_compile:.2f} s")
@@ -102,7 +112,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"  {'host seconds':<22} {t_sim:.2f}")
     print()
     print(f"top-1 float (reference)      {acc_float:6.2f} %")
-    print(f"top-1 int8 (VTA simulator)   {acc_int8:6.2f} %   (difference "
+    label = f"top-1 int8 ({'VTA' if args.target == 'vta' else args.target} simulator)"
+    print(f"{label:<28} {acc_int8:6.2f} %   (difference "
           f"{acc_float - acc_int8:+.2f} points, tolerance {ACCURACY_TOLERANCE})")
     print(f"bit-exact vs the integer reference: {exact}/{len(x)} images")
     ok_acc = acc_float - acc_int8 <= ACCURACY_TOLERANCE

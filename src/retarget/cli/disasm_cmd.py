@@ -1,4 +1,4 @@
-"""`retarget disasm FILE`: list a binary VTA instruction stream readably."""
+"""`retarget disasm FILE`: list a binary instruction stream (vta or dnnvm) readably."""
 from __future__ import annotations
 
 import argparse
@@ -8,16 +8,19 @@ from pathlib import Path
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "disasm", help="disassemble a VTA instruction stream",
-        description="Print a binary VTA instruction stream (raw 16-byte little-endian "
-                    "instructions, see docs/vta.md) one instruction per line. Given a "
-                    "compiled kernel (its directory, or its program.insn.bin), the config and "
-                    "micro-ops come from the program.json and program.uop.bin beside it.")
+        "disasm", help="disassemble a vta or dnnvm instruction stream",
+        description="Print a binary instruction stream one instruction per line: VTA's "
+                    "(16-byte instructions, docs/vta.md) or dnnvm's (32-byte, "
+                    "docs/dnnvm-isa.md). Given a compiled kernel (its directory, or its "
+                    "program.insn.bin), the target, config and micro-ops come from the "
+                    "program.json (and program.uop.bin) beside it.")
     p.add_argument("file", help="instruction stream file, or a kernel directory of an artifact "
                                 "(DIR/kernels/vta_0)")
     p.add_argument("--config", default=None,
                    help="VTA preset (pynq, ultra96, 1x32, 1x64, 2x16) or config .json; "
                         "default: the kernel's program.json if there is one, else pynq")
+    p.add_argument("--target", default=None, choices=("vta", "dnnvm"),
+                   help="the stream's target when no program.json says (default: vta)")
     p.add_argument("--uops", default=None, help="micro-op file (raw little-endian uint32); "
                                                 "default: the kernel's program.uop.bin")
     p.set_defaults(func=run)
@@ -34,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     # Program.save(prefix) writes prefix.insn.bin beside prefix.json and prefix.uop.bin
     prefix = str(path)[:-len(".insn.bin")] if path.name.endswith(".insn.bin") else None
     meta = Path(prefix + ".json") if prefix and Path(prefix + ".json").exists() else None
+    if (args.target or _saved_target(meta)) == "dnnvm":
+        return _dnnvm(path, meta, args)
     saved_uops = Path(prefix + ".uop.bin") if meta else None
     uops = args.uops or (saved_uops if saved_uops and saved_uops.exists() else None)
     if args.config is None and meta is not None:
@@ -49,6 +54,39 @@ def run(args: argparse.Namespace) -> int:
     header = (f"{path}: {len(data) // 16} instructions, config {cfg.name} "
               f"({cfg.target_name}, {source})")
     print(disassemble_bytes(data, layout_for(cfg), uop_data, header))
+    return 0
+
+
+def _saved_target(meta: Path | None) -> str | None:
+    """The target a saved program.json names (dnnvm programs say so; vta's predate it)."""
+    if meta is None:
+        return None
+    try:
+        with open(meta, encoding="utf-8") as fh:
+            return json.load(fh).get("target")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+
+
+def _dnnvm(path: Path, meta: Path | None, args: argparse.Namespace) -> int:
+    from ..errors import TargetError
+    from ..targets.dnnvm.config import DNNVMConfig, load_config
+    from ..targets.dnnvm.disasm import disassemble_bytes
+    from ..targets.dnnvm.isa import INSN_BYTES
+    if args.config is None and meta is not None:
+        try:
+            with open(meta, encoding="utf-8") as fh:
+                cfg = DNNVMConfig.from_dict(json.load(fh)["config"])
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise TargetError(f"{meta}: no readable 'config' ({e}); give --config") from None
+        source = f"from {meta.name}"
+    else:
+        cfg, source = load_config(args.config), "given" if args.config else "default"
+    with open(path, "rb") as fh:
+        data = fh.read()
+    print(f"{path}: {len(data) // INSN_BYTES} instructions, dnnvm config {cfg.name} "
+          f"({cfg.target_name}, {source})")
+    print(disassemble_bytes(data))
     return 0
 
 

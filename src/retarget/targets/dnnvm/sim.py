@@ -58,7 +58,11 @@ class Simulator:
 
     # ---- running a stream ---------------------------------------------------------------------
     def run(self, stream: bytes | list[Insn]) -> Counters:
-        insns = decode_stream(stream) if isinstance(stream, (bytes, bytearray)) else list(stream)
+        try:
+            insns = (decode_stream(bytes(stream)) if isinstance(stream, (bytes, bytearray))
+                     else list(stream))
+        except IsaError as e:
+            raise SimulationError(f"malformed dnnvm stream: {e}") from None
         if not insns or not isinstance(insns[-1], End):
             raise SimulationError(f"the stream of {len(insns)} instruction(s) does not end "
                                   f"with END", len(insns) - 1 if insns else None)
@@ -182,6 +186,8 @@ class Simulator:
         c.save_bytes += n
 
     def _window(self, i, insn, kh, kw, sh, sw, in_h, in_w, out_h, out_w) -> None:
+        if min(kh, kw, sh, sw) < 1:
+            self._fail(i, insn, f"kernel {kh}x{kw} / stride {sh}x{sw} must be at least 1")
         if (out_h - 1) * sh + kh > in_h or (out_w - 1) * sw + kw > in_w:
             self._fail(i, insn, f"a {out_h}x{out_w} output with kernel {kh}x{kw}, stride "
                                 f"{sh}x{sw} reads beyond the {in_h}x{in_w} input tile")
