@@ -92,10 +92,16 @@ class ModuleReport:
     # ---- text -------------------------------------------------------------------------------
     def header(self) -> str:
         c = self.config
-        return (f"where the time goes: {self.target} ({c.name}: {c.target_name} at "
+        text = (f"where the time goes: {self.target} ({c.name}: {c.target_name} at "
                 f"{c.clock_mhz:g} MHz, "
                 f"peak {self.network.peak_gops:.1f} GOPS, DRAM {self.network.bandwidth_gbps:.2f}"
                 f" GB/s), {self.frames} frame(s) per inference; cycles are the cycle model's")
+        engines = int(getattr(c, "engines", 1))
+        if engines > 1:     # e.g. dnnvm:zu9: frames are spread across engines
+            text += (f"\nthe chip has {engines} engines: the figures are one engine's "
+                     f"(batch-1 latency); {engines} frames in flight give {engines}x the "
+                     f"throughput")
+        return text
 
     def table(self) -> str:
         """Per-region layer tables, then the region summary and the network line."""

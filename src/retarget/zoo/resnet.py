@@ -1,4 +1,5 @@
-"""ResNet-18 (basic blocks) and ResNet-50 (bottlenecks), laid out as torchvision's export."""
+"""ResNet-18 (basic blocks), ResNet-50 and ResNet-152 (bottlenecks), laid out as torchvision's
+export."""
 from __future__ import annotations
 
 import onnx
@@ -69,4 +70,11 @@ def resnet50(size: int = 224, batch: int = 1, num_classes: int = 1000, width: fl
              opset: int = 17, seed: int = 0) -> onnx.ModelProto:
     """ResNet-50: bottleneck blocks (1x1 reduce, 3x3, 1x1 expand x4) in stages 3-4-6-3."""
     return _resnet("resnet50", _bottleneck, (3, 4, 6, 3), size, batch, num_classes, width,
+                   opset, seed)
+
+
+def resnet152(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+              opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """ResNet-152: bottleneck blocks in stages 3-8-36-3 (the DNNVM paper's deepest network)."""
+    return _resnet("resnet152", _bottleneck, (3, 8, 36, 3), size, batch, num_classes, width,
                    opset, seed)

@@ -38,11 +38,38 @@ class LoadedProgram:
 
 
 class StreamDevice(SimulatedDevice):
-    """Base of the simulated instruction-stream accelerators (subclasses set `name`, `kernels`
-    = {"<name>.run": ("insns",)}, `insn_bytes`, and implement simulate / relocate)."""
+    """Base of the simulated instruction-stream accelerators. A subclass sets `name` (its
+    task kind is "<name>.run"), `insn_bytes` and `load_config` (a preset name, a .json path or
+    None -> its config), and implements make_simulator / simulate / relocate."""
 
     insn_bytes: ClassVar[int] = 16
-    cfg: object
+    default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 26}
+
+    def __init_subclass__(cls, **kwargs):
+        # the one task kind, "<name>.run", whose pointer argument is the stream
+        if "kernels" not in cls.__dict__ and cls.__dict__.get("name"):
+            cls.kernels = {f"{cls.name}.run": ("insns",)}
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, cfg=None, **options):
+        # a config, a preset name or None (the target's default preset)
+        self.cfg = cfg if cfg is not None and not isinstance(cfg, str) else self.load_config(cfg)
+        self.sim = None
+        super().__init__(**options)
+
+    @staticmethod
+    def load_config(spec: str | None):
+        raise NotImplementedError("StreamDevice.load_config")
+
+    def configure(self, **options) -> None:
+        """As SimulatedDevice.configure; the simulator is rebuilt on the new memory (its
+        on-chip buffers are cleared, like a reset of the board)."""
+        super().configure(**options)
+        self.sim = self.make_simulator()
+
+    def make_simulator(self):
+        """The target's simulator over this device's memory (`self._memory`)."""
+        raise NotImplementedError(f"{type(self).__name__}.make_simulator")
 
     @property
     def run_kind(self) -> str:

@@ -9,6 +9,7 @@ from ...errors import TargetError
 from ...ir.graph import Graph, Node, Value
 from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
+from ..base import Support
 from .layers import Conv2d, Requant
 
 
@@ -110,6 +111,74 @@ def operand_problem(target: str, node: Node, rank: int, what: str) -> str | None
     return None
 
 
+def conv_problem(target: str, node: Node) -> str | None:
+    """Why a Conv's operands or padding mode rule it out (None: look at its geometry next)."""
+    why = operand_problem(target, node, 4, "2-D convolutions")
+    if why:
+        return why
+    a = resolve_attrs(node)
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") and not a.get("pads"):
+        return f"Conv '{node.name}': auto_pad={a['auto_pad']} without explicit pads"
+    return None
+
+
+def dense_problem(target: str, graph: Graph, node: Node, what: str) -> str | None:
+    """Why a Gemm / MatMul cannot run as an int8 dense layer with one bias per output feature
+    and a fused Requantize (None: it can)."""
+    why = operand_problem(target, node, 2, what)
+    if why:
+        return why
+    if node.op == "Gemm":
+        at = resolve_attrs(node)
+        if at["transA"] or at["alpha"] != 1.0 or at["beta"] != 1.0:
+            return (f"{node.op} '{node.name}': transA/alpha/beta must be 0/1/1 (the quantiser "
+                    f"folds them)")
+    try:
+        dense_bias(node)
+    except TargetError as e:
+        return str(e)
+    return requant_reason(target, graph, node)
+
+
+def requantize_support(target, node: Node, graph: Graph, fused_how: str, alone_how: str,
+                       rank: int | None = None) -> Support:
+    """A Requantize of a conv/dense accumulator runs where its producer runs, folded into it
+    (`fused_how` says how); any other runs alone (`alone_how`) when it is int8 -> int8 (of
+    `rank`, if given) with one shift, rounding half up."""
+    src = graph.producers().get(node.inputs[0])
+    if src is not None and src.op in ACCUMULATING_OPS:
+        if fused_requantize(graph, src) is node and target.supports(src, graph).ok:
+            return Support.yes(f"fused into {src.op} '{src.name}' ({fused_how})")
+        return Support.no(f"requantises {src.op} '{src.name}', which runs on cpu")
+    x, a = node.inputs[0], resolve_attrs(node)
+    if int8(x) and (rank is None or x.type.rank == rank) and node.input(1) is None \
+            and a["dtype"] == "int8" and a["rounding"] == "half_up":
+        return Support.yes(alone_how)
+    return Support.no(f"Requantize '{node.name}': only int8 -> int8 (one shift, half up"
+                      f"{f', rank {rank}' if rank else ''}) or fused after a conv/dense")
+
+
+def map_problem(target: str, node: Node) -> str | None:
+    """Why `node`'s data inputs are not int8 NCHW maps of one shape (None: they are)."""
+    xs = [v for v in node.inputs if v is not None and not v.is_const]
+    if not all(int8(v) and v.type.rank == 4 for v in xs) or \
+            len({tuple(v.type.shape) for v in xs}) > 1:
+        return (f"{node.op} '{node.name}': {target} runs int8 NCHW maps (of one shape); got "
+                f"{' + '.join(str(v.type) for v in xs)}")
+    return None
+
+
+def qadd_problem(target: str, node: Node) -> str | None:
+    """Why a QAdd cannot be the accelerator's element-wise add (None: it can)."""
+    why = map_problem(target, node)
+    if why:
+        return why
+    at = resolve_attrs(node)
+    if at["rounding"] != "half_up" or at["dtype"] != "int8":
+        return f"QAdd '{node.name}': rounds {at['rounding']} to {at['dtype']}"
+    return None
+
+
 def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str, str]:
     """Nodes of a region that must go to the CPU because a conv/dense and the Requantize of
     its int32 accumulator would be split across it (the accelerator stores int8 only)."""
@@ -129,5 +198,6 @@ def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str
     return refused
 
 
-__all__ = ["conv_layer", "dense_bias", "dense_weight", "fused_requantize", "int8",
-           "operand_problem", "requant_of", "requant_reason", "sole_consumer", "split_accumulators"]
+__all__ = ["conv_layer", "conv_problem", "dense_bias", "dense_problem", "dense_weight", "fused_requantize",
+           "int8", "map_problem", "operand_problem", "qadd_problem", "requant_of",
+           "requant_reason", "requantize_support", "sole_consumer", "split_accumulators"]

@@ -9,17 +9,20 @@ numbers are calibrated (benchmarks/bench_dnnvm.py --calibrate, docs/dnnvm.md).
 """
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
+from typing import ClassVar
 
 from ...errors import TargetError
+from ..accel.config import ConfigFields, config_from_spec
 
 KiB = 1024
 
 
 @dataclass(frozen=True, slots=True)
-class DNNVMConfig:
+class DNNVMConfig(ConfigFields):
+    label: ClassVar[str] = "dnnvm"
+
     ic_p: int = 24                  # input channels per CONV step
     oc_p: int = 12                  # output channels per CONV step
     h_p: int = 4                    # output rows per CONV step
@@ -36,7 +39,7 @@ class DNNVMConfig:
     pool_lanes: int = 16            # POOL / MISC elements per cycle (assumed)
     ddr_bytes_per_cycle: float = 8.0   # calibrated
     ddr_latency: int = 40           # cycles from request to first beat (assumed)
-    insn_overhead: int = 20         # calibrated: decode/issue of one instruction
+    insn_overhead: int = 0          # calibrated: decode/issue of one instruction (see docs)
     # compile choices
     offload_fc: bool = False        # run Gemm/MatMul on the overlay (the paper keeps FC on CPU)
     max_kernel: int = 15            # the CONV / POOL kernel fields are 4 bits (1..15)
@@ -79,21 +82,6 @@ class DNNVMConfig:
     def acc_slot_entries(self) -> int: return self.out_buf_bytes // 2 // 4
     @property
     def bias_slot_entries(self) -> int: return self.bias_buf_bytes // 2 // 4
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "DNNVMConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise TargetError(f"unknown dnnvm config field(s) {sorted(unknown)}; "
-                              f"known: {sorted(known)}")
-        return cls(**d)
-
-    def with_(self, **changes) -> "DNNVMConfig":
-        return replace(self, **changes)
 
 
 def validate(c: DNNVMConfig) -> None:
@@ -143,21 +131,7 @@ PRESETS: dict[str, DNNVMConfig] = {
 
 def load_config(spec: str | None) -> DNNVMConfig:
     """A preset name or the path of a JSON file of config fields; None is zu2."""
-    if spec is None:
-        return PRESETS["zu2"]
-    if spec in PRESETS:
-        return PRESETS[spec]
-    if spec.endswith(".json"):
-        try:
-            with open(spec, encoding="utf-8") as fh:
-                d = json.load(fh)
-        except (OSError, json.JSONDecodeError) as e:
-            raise TargetError(f"dnnvm config file {spec}: unreadable ({e})") from None
-        if not isinstance(d, dict):
-            raise TargetError(f"dnnvm config file {spec}: expected a JSON object of fields")
-        return DNNVMConfig.from_dict(d)
-    raise TargetError(f"unknown dnnvm config {spec!r}: give a preset ({', '.join(PRESETS)}) "
-                      f"or a .json file")
+    return config_from_spec(DNNVMConfig, PRESETS, "zu2", spec)
 
 
 __all__ = ["DNNVMConfig", "PRESETS", "load_config", "validate"]

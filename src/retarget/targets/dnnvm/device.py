@@ -10,29 +10,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...errors import DeviceError
-from ...runtime.device import SimulatedDevice
 from ..accel.device import LoadedProgram, StreamDevice
-from .config import PRESETS, DNNVMConfig
+from .config import load_config
 from .isa import INSN_BYTES, Load, Save, encode_stream
 from .sim import Simulator
 
 
 class DNNVMDevice(StreamDevice):
-    name = "dnnvm"
-    kernels = {"dnnvm.run": ("insns",)}
-    insn_bytes = INSN_BYTES
-    default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 26}
+    """The overlay as a Device: its DDR is the device memory; sim.py runs the streams."""
+    name, insn_bytes, load_config = "dnnvm", INSN_BYTES, staticmethod(load_config)
 
-    def __init__(self, cfg: DNNVMConfig | str | None = None, **options):
-        if cfg is None or isinstance(cfg, str):
-            cfg = PRESETS[cfg or "zu2"]
-        self.cfg = cfg
-        self.sim: Simulator | None = None
-        super().__init__(**options)
-
-    def configure(self, **options) -> None:
-        super().configure(**options)
-        self.sim = Simulator(self.cfg, self._memory)    # buffers cleared, like a board reset
+    def make_simulator(self) -> Simulator:
+        return Simulator(self.cfg, self._memory)
 
     def simulate(self, raw: bytes) -> dict[str, int]:
         self.sim.confine = self.task_memory

@@ -70,17 +70,18 @@ WIDTHS = {
 SIGNED = {"pad_value", "shift", "lo", "hi", "out_shift"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Insn:
     """Fields every instruction has: the engines it waits on and those it signals (bit masks
-    over ENGINES)."""
+    over ENGINES). Mutable so that the program builder can set dependency bits in place on
+    the instructions it created (a frozen copy per bit was most of the compile time)."""
     wait: int = 0
     signal: int = 0
     opcode: ClassVar[Opcode]
     engine: ClassVar[int]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Load(Insn):
     """DDR -> buffer `buf`: rows x cols vectors of vec_bytes, read at ddr_addr + r*row_stride +
     c*col_stride, written densely at sram_addr as (pad_top + rows + pad_bottom) rows of
@@ -102,7 +103,7 @@ class Load(Insn):
     engine: ClassVar[int] = LOAD_E
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Save(Insn):
     """The output buffer -> DDR: rows x cols vectors of vec_bytes read densely from sram_addr,
     written at ddr_addr + r*row_stride + c*col_stride (a channel offset and a pixel stride
@@ -118,7 +119,7 @@ class Save(Insn):
     engine: ClassVar[int] = SAVE_E
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Conv(Insn):
     """out[y, x, o] over an input tile [in_h, in_w, ic] (HWC, already padded) and weights
     [oc, kh, kw, ic] ([oc, kh, kw, 1] depthwise, ic == oc): int32 accumulators at out_addr
@@ -151,7 +152,7 @@ class Conv(Insn):
     engine: ClassVar[int] = CONV_E
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pool(Insn):
     """Max (kind 0) or average (kind 1: window sum, then round half up by `shift`) pooling of
     an input-buffer tile [in_h, in_w, channels] to out[out_h, out_w, channels], clipped to
@@ -175,7 +176,7 @@ class Pool(Insn):
     engine: ClassVar[int] = POOL_E
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Elew(Insn):
     """out[i] = clip(round_half_up(((a[i] << shift_a) + (b[i] << shift_b)), out_shift), lo, hi)
     for `count` int8 elements; a and b are read from buffers a_buf / b_buf (IN or OUT)."""
@@ -194,7 +195,7 @@ class Elew(Insn):
     engine: ClassVar[int] = MISC_E
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class End(Insn):
     """The end of the stream: done when every engine has drained."""
     opcode: ClassVar[Opcode] = Opcode.END
@@ -215,18 +216,23 @@ def _range(name: str) -> tuple[int, int]:
     return 0, (1 << bits) - 1
 
 
+_RANGES = {op: tuple((n, *_range(n)) for n in names) for op, names in _FIELDS.items()}
+
+
 def check_insn(insn: Insn, index: int | None = None) -> None:
     """IsaError naming the instruction and field when a value does not fit its bits."""
-    where = f"instruction #{index} " if index is not None else ""
     for name in ("wait", "signal"):
         v = getattr(insn, name)
-        if not isinstance(v, int) or not 0 <= v < 1 << len(ENGINES):
+        if type(v) is not int or not 0 <= v < 1 << len(ENGINES):
+            where = f"instruction #{index} " if index is not None else ""
             raise IsaError(f"{where}{insn.opcode.name}: {name}={v!r} is not a mask of the "
                            f"{len(ENGINES)} engines")
-    for name in _FIELDS[insn.opcode]:
+    for name, lo, hi in _RANGES[insn.opcode]:
         v = getattr(insn, name)
-        lo, hi = _range(name)
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        # exact ints pass fast; IntEnums are ints; bools and NumPy integers are refused
+        if (v.__class__ is not int and (not isinstance(v, int) or isinstance(v, bool))) \
+                or not lo <= v <= hi:
+            where = f"instruction #{index} " if index is not None else ""
             raise IsaError(f"{where}{insn.opcode.name}: field {name}={v!r} outside {lo}..{hi} "
                            f"({WIDTHS[name]} bits)")
 

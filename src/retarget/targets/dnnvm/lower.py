@@ -249,7 +249,7 @@ def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig, search: bool = True) -> Co
 def time_conv(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> int:
     """Model cycles of `layer` lowered alone with tile `t` (no weights packed)."""
     from .timing import simulate_timing
-    ctx = Lowering(cfg)
+    ctx = Lowering(cfg, check=False)
     x = ctx.input("x", layer.in_shape)
     y = ctx.feature_map("y", layer.out_shape)
     ctx.conv(layer, x, [y], None, None, tile=t)
@@ -259,9 +259,9 @@ def time_conv(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> int:
 class Lowering:
     """Builds one dnnvm Program: DDR feature maps and constants, then layers in order."""
 
-    def __init__(self, cfg: DNNVMConfig):
+    def __init__(self, cfg: DNNVMConfig, check: bool = True):
         self.cfg = cfg
-        self.b = ProgramBuilder(cfg)
+        self.b = ProgramBuilder(cfg, check)
         self.hz = Hazards(self.b)
         self.constants: dict[str, np.ndarray] = {}
         self.rings = {Buf.IN: _Ring("IN", cfg.inp_slot), Buf.WGT: _Ring("WGT", cfg.wgt_slot),

@@ -121,17 +121,17 @@ def lower_region(cfg: DNNVMConfig, region: Region):
             ctx.pool(layer, source(n, n.inputs[0]), y)
             infos.append(LayerInfo(n.name, "maxpool", 0, 0))
         else:
-            raise UnsupportedOpError(f"dnnvm: no lowering for {n.op} '{n.name}' (the rules "
-                                     f"should have kept it on the cpu)")
-    bindings = []
-    for v in region.outputs:
-        m = maps.get(id(v))
-        own = [x for x in (m or []) if x.pixel == x.c and x.addr == ctx.b.buffers[x.buffer].offset]
-        if not own:
-            raise TargetError(f"region {region.name!r}: output {v.name!r} is not produced")
-        bindings.append(Binding(v.name, own[0].buffer, _nchw(v)))
-    program = ctx.finish()
-    return DNNVMKernel(region.name, program, inputs, bindings, dict(ctx.constants), infos)
+            raise UnsupportedOpError(f"no dnnvm lowering for {n.op} '{n.name}': the rules keep "
+                                     f"it on the cpu")
+    # Each output is read back from the map that is its own whole buffer (not a slice).
+    whole = {id(v): [x for x in maps.get(id(v), [])
+                     if x.pixel == x.c and x.addr == ctx.b.buffers[x.buffer].offset]
+             for v in region.outputs}
+    missing = [v.name for v in region.outputs if not whole[id(v)]]
+    if missing:
+        raise TargetError(f"region {region.name!r}: outputs {missing} are not produced")
+    bindings = [Binding(v.name, whole[id(v)][0].buffer, _nchw(v)) for v in region.outputs]
+    return DNNVMKernel(region.name, ctx.finish(), inputs, bindings, dict(ctx.constants), infos)
 
 
 def pool_pads(n: Node) -> tuple[int, int, int, int]:

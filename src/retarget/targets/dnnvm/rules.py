@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from ...errors import TargetError
 from ...ir.graph import Graph, Node
-from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
-from ..accel.graph_layers import (conv_layer, dense_bias, fused_requantize, int8,
-                                  operand_problem, requant_reason)
+from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused_requantize, int8, map_problem,
+                                  qadd_problem, requant_reason,
+                                  requantize_support)
 from ..base import Support, Target
 from .lower import MAX_PAD, eq5_tile
 from .region import pool_pads
@@ -35,12 +35,10 @@ def _window_problem(t: Target, where: str, kernel, stride, pads, dilations) -> s
 
 def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
     where = f"Conv '{node.name}'"
-    why = operand_problem(t.name, node, 4, "2-D convolutions")
+    why = conv_problem(t.name, node)
     if why:
         return Support.no(why)
     a = resolve_attrs(node)
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") and not a.get("pads"):
-        return Support.no(f"{where}: auto_pad={a['auto_pad']} without explicit pads")
     x, w = node.inputs[0], node.inputs[1]
     pads = list(a.get("pads") or [0, 0, 0, 0])
     why = _window_problem(t, where, w.type.shape[2:], a.get("strides") or [1, 1],
@@ -64,55 +62,30 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
 
 
 def _dense_rule(t: Target, node: Node, graph: Graph) -> Support:
-    where = f"{node.op} '{node.name}'"
     if not t.config.offload_fc:
-        return Support.no(f"{where}: fully-connected layers run on the CPU (as in the DNNVM "
-                          f"paper; set offload_fc to run them as whole-map convolutions)")
-    why = operand_problem(t.name, node, 2, "dense layers")
-    if why:
-        return Support.no(why)
-    if node.op == "Gemm":
-        at = resolve_attrs(node)
-        if at["transA"] or at["alpha"] != 1.0 or at["beta"] != 1.0:
-            return Support.no(f"{where}: transA/alpha/beta must be 0/1/1")
-    try:
-        dense_bias(node)
-    except TargetError as e:
-        return Support.no(str(e))
-    why = requant_reason(t.name, graph, node)
+        return Support.no(f"{node.op} '{node.name}': fully-connected layers run on the CPU (as "
+                          f"in the DNNVM paper; set offload_fc to run them as whole-map "
+                          f"convolutions)")
+    why = dense_problem(t.name, graph, node, "dense layers")
     return Support.no(why) if why else Support.yes("dense as a whole-map convolution")
 
 
 def _requantize_rule(t: Target, node: Node, graph: Graph) -> Support:
-    src = graph.producers().get(node.inputs[0])
-    if src is not None and src.op in ACCUMULATING_OPS:
-        if fused_requantize(graph, src) is node and t.supports(src, graph).ok:
-            return Support.yes(f"folded into {src.op} '{src.name}'")
-        return Support.no(f"requantises {src.op} '{src.name}', which runs on cpu")
-    a = resolve_attrs(node)
-    if int8(node.inputs[0]) and node.inputs[0].type.rank == 4 and node.input(1) is None \
-            and a["dtype"] == "int8" and a["rounding"] == "half_up":
-        return Support.yes("int8 shift / clip on the POOL engine (a 1x1 average)")
-    return Support.no(f"Requantize '{node.name}': only int8 NHWC maps, one shift, half-up")
+    return requantize_support(t, node, graph, "the CONV's requantise",
+                              "int8 shift / clip on the POOL engine (a 1x1 average)", rank=4)
 
 
 def _relu_rule(t: Target, node: Node, graph: Graph) -> Support:
-    x = node.inputs[0]
-    if not int8(x) or x.type.rank != 4:
-        return Support.no(f"Relu '{node.name}': dnnvm runs int8 maps; input is {x.type}")
-    return Support.yes("max(x, 0) on the POOL engine")
+    why = map_problem(t.name, node)
+    return Support.no(why) if why else Support.yes("max(x, 0) on the POOL engine")
 
 
 def _qadd_rule(t: Target, node: Node, graph: Graph) -> Support:
-    a, b = node.inputs
+    why = qadd_problem(t.name, node)
+    if why:
+        return Support.no(why)
     at = resolve_attrs(node)
-    if not (int8(a) and int8(b)) or a.type.shape != b.type.shape or a.type.rank != 4:
-        return Support.no(f"QAdd '{node.name}': dnnvm adds two int8 maps of one shape; got "
-                          f"{a.type} + {b.type}")
-    if at["rounding"] != "half_up" or at["dtype"] != "int8":
-        return Support.no(f"QAdd '{node.name}': rounds {at['rounding']} to {at['dtype']}")
-    if not (0 <= at["shift_a"] <= 31 and 0 <= at["shift_b"] <= 31
-            and -64 <= at["out_shift"] <= 63):
+    if not (at["shift_a"] <= 31 and at["shift_b"] <= 31 and -64 <= at["out_shift"] <= 63):
         return Support.no(f"QAdd '{node.name}': shifts outside the ELEW fields")
     return Support.yes("element-wise add on the MISC engine")
 

@@ -15,8 +15,6 @@ bit-exactly, timed by a cycle model of its five engines (docs/dnnvm.md).
 """
 from __future__ import annotations
 
-from typing import ClassVar
-
 from ...ir.graph import Graph, Node
 from ..accel.graph_layers import split_accumulators
 from ..base import INT8_POW2, Region, Support, Target
@@ -29,15 +27,13 @@ DEVICE_MEMORY = 1 << 28
 
 
 class DNNVMTarget(Target):
-    name: ClassVar[str] = "dnnvm"
-    description: ClassVar[str] = ("DNNVM-style FPGA CNN overlay (LOAD/SAVE/CONV/POOL/ELEW "
-                                  "engines), int8, simulated bit-exactly; quantises the model")
-    config_class: ClassVar[type] = DNNVMConfig
-    presets: ClassVar[dict] = PRESETS
-    rules: ClassVar[dict] = RULES
-    kernel_kinds: ClassVar[dict] = {DNNVMKernel.kind: DNNVMKernel}
-    bit_exact: ClassVar[bool] = True
-    number_format = INT8_POW2
+    # the Target fields (base.py declares their types)
+    name = "dnnvm"
+    description = ("DNNVM-style FPGA CNN overlay (LOAD/SAVE/CONV/POOL/ELEW engines), int8, "
+                   "simulated bit-exactly; quantises the model")
+    config_class, presets, rules = DNNVMConfig, PRESETS, RULES
+    kernel_kinds = {DNNVMKernel.kind: DNNVMKernel}
+    bit_exact, number_format = True, INT8_POW2
 
     @classmethod
     def default_config(cls):

@@ -16,16 +16,17 @@ everything else is the config's.
 """
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from ..accel.sim_errors import DeadlockError, SimulationError
 from ..accel.timing import BUFFERS, InsnWork, TimingResult, layer_spans, timing_result
 from .config import DNNVMConfig
 from .disasm import format_insn
-from .isa import ENGINES, Buf, Conv, Elew, End, Load, Pool, Save, decode_stream
+from .isa import ENGINES, Conv, Elew, End, Load, Pool, Save, decode_stream
 
-_BUFFER_OF = {Buf.IN: BUFFERS.index("inp"), Buf.WGT: BUFFERS.index("wgt"),
-              Buf.BIAS: BUFFERS.index("acc")}
+_BUFFER_OF = [BUFFERS.index("inp"), BUFFERS.index("wgt"), BUFFERS.index("acc")]  # by Buf
 OUT_BUFFER = BUFFERS.index("out")
 
 
@@ -47,7 +48,7 @@ def insn_cost(cfg: DNNVMConfig, insn):
     ovh = cfg.insn_overhead
     if isinstance(insn, Load):
         n = insn.rows * insn.cols * insn.vec_bytes
-        return ovh + cfg.ddr_latency, dma_cycles(cfg, n), 0, 0, _BUFFER_OF[Buf(insn.buf)], n
+        return ovh + cfg.ddr_latency, dma_cycles(cfg, n), 0, 0, _BUFFER_OF[insn.buf], n
     if isinstance(insn, Save):
         n = insn.rows * insn.cols * insn.vec_bytes
         return ovh + cfg.ddr_latency, dma_cycles(cfg, n), 0, 0, OUT_BUFFER, n
@@ -112,41 +113,52 @@ def simulate_timing(stream, cfg: DNNVMConfig | None = None, layers=None) -> Timi
                     k = popped[s][e]
                     popped[s][e] += 1
                     producers[i].append(signalled[s][e][k] if k < len(signalled[s][e]) else -1)
+    # Event-driven over instructions: a head whose producers have all finished is pushed
+    # with its start time; the earliest pops next, so start times never decrease and the DDR
+    # port is granted in time order.
     start = [0] * n
     end = [-1] * n
+    left = [len(p) for p in producers]            # producers not finished yet
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(producers):
+        for p in ps:
+            if p >= 0:
+                dependents[p].append(i)
     heads = [0] * ne
     free = [0] * ne
-    bus_free = 0
-    remaining = n - 1
-    while remaining:
-        best, best_t = -1, 0
-        for e in range(ne):
-            q = queues[e]
-            if heads[e] >= len(q):
-                continue
+    ready: list[tuple[int, int]] = []
+
+    def offer(e: int) -> None:
+        q = queues[e]
+        if heads[e] < len(q):
             i = q[heads[e]]
-            t = free[e]
-            ok = True
-            for p in producers[i]:
-                if p < 0 or end[p] < 0:
-                    ok = False
-                    break
-                if end[p] > t:
-                    t = end[p]
-            if ok and (best < 0 or t < best_t):
-                best, best_t = i, t
-        if best < 0:
+            if left[i] == 0:
+                t = free[e]
+                for p in producers[i]:
+                    if end[p] > t:
+                        t = end[p]
+                heapq.heappush(ready, (t, i))
+
+    for e in range(ne):
+        offer(e)
+    bus_free = 0
+    for _ in range(n - 1):
+        if not ready:
             _deadlock(insns, queues, heads)
-        i = best
-        t_end = best_t + fixed[i]
+        t, i = heapq.heappop(ready)
+        t_end = t + fixed[i]
         if bus[i]:
             t_end = max(t_end, bus_free) + bus[i]
             bus_free = t_end
-        start[i], end[i] = best_t, t_end
+        start[i], end[i] = t, t_end
         e = engine[i]
         free[e] = t_end
         heads[e] += 1
-        remaining -= 1
+        offer(e)
+        for d in dependents[i]:
+            left[d] -= 1
+            if left[d] == 0 and queues[engine[d]][heads[engine[d]]] == d:
+                offer(engine[d])
     last = max(end[:-1], default=0)
     start[-1], end[-1], engine[-1] = last, last + cfg.insn_overhead, 0
     work = InsnWork(gemm, alu, np.zeros(n, np.int64), bufs, nbytes)

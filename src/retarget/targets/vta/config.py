@@ -5,14 +5,18 @@ targets/vta derives widths and depths from here; nothing assumes the default 1x1
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
+from typing import ClassVar
 
 from ...errors import TargetError
+from ..accel.config import ConfigFields, config_from_spec
 from .isa import derive_layout
 
 
 @dataclass(frozen=True, slots=True)
-class VTAConfig:
+class VTAConfig(ConfigFields):
+    label: ClassVar[str] = "VTA"
+
     log_inp_width: int = 3      # int8 inputs
     log_wgt_width: int = 3      # int8 weights
     log_acc_width: int = 5      # int32 accumulators
@@ -96,20 +100,6 @@ class VTAConfig:
                 f"_{self.log_uop_buff_size}_{self.log_inp_buff_size}_{self.log_wgt_buff_size}"
                 f"_{self.log_acc_buff_size}")
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "VTAConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise TargetError(f"unknown VTA config field(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**d)
-
-    def with_(self, **changes) -> "VTAConfig":
-        return replace(self, **changes)
-
 
 def validate(c: VTAConfig) -> None:
     """Reject configs the hardware (or its ISA fields) cannot express, with the reason."""
@@ -174,19 +164,4 @@ def preset(name: str) -> VTAConfig:
 def load_config(spec: str | None) -> VTAConfig:
     """A preset name (pynq, ultra96, 1x32, 1x64, 2x16) or the path of a JSON file of config
     fields (as written by VTAConfig.to_dict); None means the default (pynq)."""
-    if spec is None:
-        return PRESETS["pynq"]
-    if spec in PRESETS:
-        return PRESETS[spec]
-    if spec.endswith(".json"):
-        import json
-        try:
-            with open(spec, encoding="utf-8") as fh:
-                d = json.load(fh)
-        except json.JSONDecodeError as e:
-            raise TargetError(f"VTA config file {spec}: not valid JSON ({e})") from None
-        if not isinstance(d, dict):
-            raise TargetError(f"VTA config file {spec}: expected a JSON object of config fields")
-        return VTAConfig.from_dict(d)
-    raise TargetError(f"unknown VTA config {spec!r}: give a preset ({', '.join(PRESETS)}) "
-                      "or a .json file")
+    return config_from_spec(VTAConfig, PRESETS, "pynq", spec)

@@ -20,9 +20,8 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import DeviceError
-from ...runtime.device import SimulatedDevice
 from ..accel.device import LoadedProgram, StreamDevice
-from .config import VTAConfig, preset
+from .config import VTAConfig, load_config
 from .isa import INSN_BYTES, Insn, MemInsn, encode_stream, layout_for
 from .sim import Simulator
 from .sim.memory import dram_elem_bytes
@@ -47,24 +46,13 @@ class VTADevice(StreamDevice):
     """A VTA accelerator simulated bit-exactly (targets/vta/sim) as a Device."""
 
     name = "vta"
-    kernels = {"vta.run": ("insns",)}
     insn_bytes = INSN_BYTES
-    default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 26}
+    load_config = staticmethod(load_config)
+    cfg: VTAConfig
+    sim: Simulator
 
-    def __init__(self, cfg: VTAConfig | str | None = None, **options):
-        if cfg is None:
-            cfg = preset("pynq")
-        elif isinstance(cfg, str):
-            cfg = preset(cfg)
-        self.cfg: VTAConfig = cfg
-        self.sim: Simulator | None = None
-        super().__init__(**options)
-
-    def configure(self, **options) -> None:
-        """As SimulatedDevice.configure; the simulator is rebuilt on the new memory (SRAMs are
-        cleared, like a reset of the board)."""
-        super().configure(**options)
-        self.sim = Simulator(self.cfg, dram=self._memory)
+    def make_simulator(self) -> Simulator:
+        return Simulator(self.cfg, dram=self._memory)
 
     def simulate(self, raw: bytes) -> dict[str, int]:
         self.sim.mem.confine = self.task_memory

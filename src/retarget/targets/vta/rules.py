@@ -6,18 +6,11 @@ GEMM core only together with the Requantize that takes its int32 accumulator to 
 """
 from __future__ import annotations
 
-from ...errors import TargetError
 from ...ir.graph import Graph, Node
-from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
-from ..accel.graph_layers import (  # noqa: F401
-    conv_layer,
-    dense_bias,
-    fused_requantize,
-    int8,
-    operand_problem,
-    requant_reason,
-)
+from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused_requantize, int8, map_problem,
+                                  qadd_problem, requant_reason,
+                                  requantize_support)
 from ..base import Support, Target
 from .lower import reason
 
@@ -27,12 +20,10 @@ MAX_KERNEL = 7          # largest convolution / pooling window the lowering hand
 def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
     x, w = node.inputs[0], node.input(1)
     where = f"Conv '{node.name}'"
-    why = operand_problem(t.name, node, 4, "2-D convolutions")
+    why = conv_problem(t.name, node)
     if why:
         return Support.no(why)
     a = resolve_attrs(node)
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID") and not a.get("pads"):
-        return Support.no(f"{where}: auto_pad={a['auto_pad']} without explicit pads")
     if any(d != 1 for d in (a.get("dilations") or [1, 1])):
         return Support.no(f"{where}: dilation {a['dilations']} does not map to the load padding")
     kh, kw = w.type.shape[2:]
@@ -60,51 +51,23 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
 
 
 def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
-    where = f"{node.op} '{node.name}'"
-    why = operand_problem(t.name, node, 2, "2-D dense layers")
-    if why:
-        return Support.no(why)
-    if node.op == "Gemm":
-        at = resolve_attrs(node)
-        if at["transA"] or at["alpha"] != 1.0 or at["beta"] != 1.0:
-            return Support.no(f"{where}: transA/alpha/beta must be 0/1/1 (the quantiser folds them)")
-    try:
-        dense_bias(node)
-    except TargetError as e:
-        return Support.no(str(e))
-    why = requant_reason(t.name, graph, node)
+    why = dense_problem(t.name, graph, node, "2-D dense layers")
     return Support.no(why) if why else Support.yes("dense on the GEMM core, requantised on the ALU")
 
 
 def _requantize_rule(t: Target, node: Node, graph: Graph) -> Support:
-    src = graph.producers().get(node.inputs[0])
-    if src is not None and src.op in ACCUMULATING_OPS:
-        if fused_requantize(graph, src) is node and t.supports(src, graph).ok:
-            return Support.yes(f"fused into {src.op} '{src.name}' (ALU: add, shift, clip)")
-        return Support.no(f"requantises {src.op} '{src.name}', which runs on cpu")
-    a = resolve_attrs(node)
-    if int8(node.inputs[0]) and node.input(1) is None and a["dtype"] == "int8" \
-            and a["rounding"] == "half_up":
-        return Support.yes("int8 shift/clip on the ALU")
-    return Support.no(f"Requantize '{node.name}': only int8 -> int8 or fused after a conv/dense")
+    return requantize_support(t, node, graph, "ALU: add, shift, clip",
+                              "int8 shift/clip on the ALU")
 
 
 def _qadd_rule(t: Target, node: Node, graph: Graph) -> Support:
-    a, b = node.inputs
-    at = resolve_attrs(node)
-    if not (int8(a) and int8(b)) or a.type.shape != b.type.shape or a.type.rank != 4:
-        return Support.no(f"QAdd '{node.name}': vta adds two int8 NCHW tensors of one shape; "
-                          f"got {a.type} + {b.type}")
-    if at["rounding"] != "half_up" or at["dtype"] != "int8":
-        return Support.no(f"QAdd '{node.name}': rounds {at['rounding']} to {at['dtype']}")
-    return Support.yes("residual add on the ALU")
+    why = qadd_problem(t.name, node)
+    return Support.no(why) if why else Support.yes("residual add on the ALU")
 
 
 def _relu_rule(t: Target, node: Node, graph: Graph) -> Support:
-    x = node.inputs[0]
-    if not int8(x) or x.type.rank != 4:
-        return Support.no(f"Relu '{node.name}': vta runs int8 NCHW Relu; input is {x.type}")
-    return Support.yes("max(x, 0) on the ALU")
+    why = map_problem(t.name, node)
+    return Support.no(why) if why else Support.yes("max(x, 0) on the ALU")
 
 
 def _pool_rule(t: Target, node: Node, graph: Graph) -> Support:

@@ -27,12 +27,12 @@ from typing import ClassVar
 import numpy as np
 
 from ...ir.graph import Graph, Node
-from ..accel.graph_layers import conv_layer, split_accumulators
+from ..accel.graph_layers import conv_layer, fused_requantize, split_accumulators
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
 from .region import lower_region
-from .rules import RULES, fused_requantize
+from .rules import RULES
 from .window_packing import Packing, is_packed, pack_narrow_convs
 
 DEVICE_MEMORY = 1 << 28  # simulated shared DRAM (pages are only touched when used)
