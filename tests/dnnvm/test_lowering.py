@@ -102,3 +102,21 @@ def test_concat_is_saves_into_place_not_a_copy(preset):
     want = np.concatenate([conv2d(l1, x, w1, b1), conv2d(l2, x, w2, b2)], axis=1)
     np.testing.assert_array_equal(got, want)
     assert [name for name, _, _ in program.layers] == ["c1", "c2"]
+
+
+def test_tile_search_off_keeps_eq5_and_the_search_never_loses_to_it():
+    from retarget.targets.dnnvm.lower import time_conv
+    layer = Conv2d("c", (1, 64, 28, 28), 128, (3, 3), (1, 1), (1, 1, 1, 1))
+    cfg = PRESETS["zu2"]
+    assert choose_conv_tile(layer, cfg.with_(tile_search=False)) == eq5_tile(layer, cfg)
+    chosen = choose_conv_tile(layer, cfg)
+    assert time_conv(layer, chosen, cfg) <= time_conv(layer, eq5_tile(layer, cfg), cfg)
+
+
+def test_a_pool_no_tile_fits_is_refused_naming_the_buffer():
+    from retarget.targets.dnnvm.lower import Lowering
+    cfg = PRESETS["test"].with_(inp_buf_bytes=64)
+    ctx = Lowering(cfg)
+    pool = Pool2d("p", "max", (1, 4, 16, 16), (7, 7), (1, 1), (3, 3, 3, 3))
+    with pytest.raises(TargetError, match="pool 'p'.*input buffer slot"):
+        ctx.pool(pool, ctx.input("x", pool.in_shape), [ctx.feature_map("y", pool.out_shape)])

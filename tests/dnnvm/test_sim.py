@@ -75,3 +75,11 @@ def test_a_stream_touching_memory_outside_its_image_is_stopped():
     dev.copy_to_device(insns, np.frombuffer(stream, np.uint8))
     dev.submit(Task("dnnvm.run", {"insns": insns, "count": 2, MEMORY_ARG: (mine,)}))
     assert dev.synchronize()[-1].counters["load_in_bytes"] == 16
+
+
+def test_a_stream_asking_for_too_much_work_is_refused_before_it_runs():
+    from retarget.errors import ResourceLimitError
+    from retarget.limits import work_limit
+    huge = Conv(kh=15, kw=15, in_h=4095, in_w=4095, ic=4095, out_h=4081, out_w=4081, oc=4095)
+    with work_limit(10**9), pytest.raises(ResourceLimitError, match="dnnvm stream of 2"):
+        sim().run([huge, End()])

@@ -42,6 +42,7 @@ class DNNVMConfig(ConfigFields):
     insn_overhead: int = 0          # calibrated: decode/issue of one instruction (see docs)
     # compile choices
     offload_fc: bool = False        # run Gemm/MatMul on the overlay (the paper keeps FC on CPU)
+    tile_search: bool = True        # False: always the paper's eq. 5 tiles
     max_kernel: int = 15            # the CONV / POOL kernel fields are 4 bits (1..15)
     min_region_macs: int = 0
     dram_bytes: int = 1 << 30       # simulated DDR

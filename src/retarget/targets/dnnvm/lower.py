@@ -96,10 +96,6 @@ class _Ring:
         return slot * self.slot_bytes
 
 
-def conv_out_hw(layer: Conv2d) -> tuple[int, int]:
-    return layer.out_hw
-
-
 def _in_extent(out0: int, count: int, stride: int, k: int, pad: int, size: int):
     """(first valid input index, valid count, zeros before, zeros after) that `count` outputs
     from `out0` read along one axis."""
@@ -156,7 +152,7 @@ def eq5_tile(layer: Conv2d, cfg: DNNVMConfig) -> ConvTile:
     oh, _ = layer.out_hw
     oc, ic = layer.out_channels, layer.in_shape[1]
     th, toc, tic = min(cfg.h_p, oh), min(cfg.oc_p, oc), min(cfg.ic_p, ic)
-    for shrink in range(64):
+    while True:
         t = _widest(layer, cfg, th, toc, tic, "spatial")
         if t is not None:
             return t
@@ -229,11 +225,11 @@ def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
 _CHOICES: ChoiceCache[ConvTile] = ChoiceCache()
 
 
-def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig, search: bool = True) -> ConvTile:
-    """Eq. 5's tile, or a candidate the full cycle model times faster (the analytic estimate
-    picks which one to time). Cached by layer geometry and config."""
+def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig) -> ConvTile:
+    """Eq. 5's tile, or (with cfg.tile_search) a candidate the full cycle model times faster;
+    the analytic estimate picks which one to time. Cached by layer geometry and config."""
     base = eq5_tile(layer, cfg)
-    if not search:
+    if not cfg.tile_search:
         return base
     key = (layer.in_shape, layer.out_channels, layer.kernel, layer.stride, layer.pads,
            layer.groups, cfg)
@@ -468,7 +464,10 @@ class Lowering:
         th, tw, tc = a.h, a.w, a.c
         while th * tw * tc > min(half, out_cap) or max(th, tw, tc) > ISA_MAX_DIM:
             if th == tw == tc == 1:
-                raise TargetError(f"add '{layer.name}': no tile fits config {cfg.name!r}")
+                raise TargetError(f"add '{layer.name}': no tile fits config {cfg.name!r}: one "
+                                  f"element of each input needs 2 B of an input-buffer slot "
+                                  f"({cfg.inp_slot} B) and 1 B of an output slot "
+                                  f"({out_cap} B)")
             if th > 1:
                 th = -(-th // 2)
             elif tw > 1:

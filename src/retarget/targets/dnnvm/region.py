@@ -68,6 +68,7 @@ def lower_region(cfg: DNNVMConfig, region: Region):
                 # saved to each of its places.
                 maps[id(v)] = [m.channels(c0, c) for m in maps[id(y)]] + maps.get(id(v), [])
                 c0 += c
+
     def out_maps(v: Value, name: str) -> list[FeatureMap]:
         if id(v) not in maps:
             maps[id(v)] = [ctx.feature_map(name, _nchw(v))]

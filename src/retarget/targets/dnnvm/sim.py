@@ -10,7 +10,8 @@ END must be last and finishes once every engine has drained.
 Arithmetic is the op table's: requantisation is ops.quantized.requantize, the element-wise add
 ops.quantized.qadd, so the simulator cannot drift from the integer reference. Every on-chip
 and DDR access is bounds-checked, and DDR accesses are checked against the memory the task was
-given (runtime/device.py TaskMemory) before any byte moves.
+given (runtime/device.py TaskMemory) before any byte moves. A stream whose fields ask for more
+work than the device work limit (retarget/limits.py) is refused before it starts.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...limits import check_device_work
 from ...ops.quantized import INT32_MAX, INT32_MIN, qadd, requantize
 from ..accel.sim_errors import DeadlockError, SimulationError
 from .config import DNNVMConfig
@@ -44,6 +46,23 @@ class Counters:
         return d
 
 
+def stream_work(insns) -> int:
+    """The operations a stream asks for, from its fields alone (before anything runs): MACs of
+    every CONV, window taps of every POOL, elements of every ELEW, bytes of every transfer."""
+    work = 0
+    for insn in insns:
+        if isinstance(insn, Conv):
+            work += (insn.out_h * insn.out_w * insn.oc * insn.kh * insn.kw
+                     * (1 if insn.depthwise else insn.ic))
+        elif isinstance(insn, Pool):
+            work += insn.out_h * insn.out_w * insn.channels * insn.kh * insn.kw
+        elif isinstance(insn, Elew):
+            work += insn.count
+        elif isinstance(insn, (Load, Save)):
+            work += insn.rows * insn.cols * insn.vec_bytes
+    return work
+
+
 class Simulator:
     """The overlay's buffers and engines over a DDR array (the device's memory)."""
 
@@ -66,6 +85,7 @@ class Simulator:
         if not insns or not isinstance(insns[-1], End):
             raise SimulationError(f"the stream of {len(insns)} instruction(s) does not end "
                                   f"with END", len(insns) - 1 if insns else None)
+        check_device_work(f"dnnvm stream of {len(insns)} instruction(s)", stream_work(insns))
         queues: list[list[int]] = [[] for _ in ENGINES]
         for i, insn in enumerate(insns[:-1]):
             try:

@@ -82,34 +82,31 @@ def simulate_timing(stream, cfg: DNNVMConfig | None = None, layers=None) -> Timi
         raise SimulationError(f"the stream of {n} instruction(s) does not end with END")
     spans = layer_spans(layers, n)
     ne = len(ENGINES)
-    engine = [0] * n
-    fixed = [0] * n
-    bus = [0] * n
-    gemm = np.zeros(n, np.int64)
-    alu = np.zeros(n, np.int64)
-    bufs = np.full(n, -1, np.int64)
-    nbytes = np.zeros(n, np.int64)
-    queues: list[list[int]] = [[] for _ in range(ne)]
-    producers: list[list[int]] = [[] for _ in range(n)]
-    signalled: list[list[list[int]]] = [[[] for _ in range(ne)] for _ in range(ne)]
-    popped = [[0] * ne for _ in range(ne)]
-    for i, insn in enumerate(insns[:-1]):
+    body = insns[:-1]
+    for i, insn in enumerate(body):
         if isinstance(insn, End):
             raise SimulationError(f"instruction #{i}: END before the end of the stream", i)
-        e = insn.engine
-        engine[i] = e
-        f, b, g, a, buf, nb = insn_cost(cfg, insn)
-        fixed[i], bus[i], gemm[i], alu[i], bufs[i], nbytes[i] = f, b, g, a, buf, nb
+    costs = [insn_cost(cfg, insn) for insn in body] + [(0, 0, 0, 0, -1, 0)]
+    fixed, bus, gemm, alu, bufs, nbytes = (list(c) for c in zip(*costs))
+    engine = [insn.engine for insn in body] + [0]
+    queues: list[list[int]] = [[] for _ in range(ne)]
+    for i, e in enumerate(engine[:-1]):
         queues[e].append(i)
-    # Match pops to pushes per (from, to) pair, in each engine's program order.
-    for i, insn in enumerate(insns[:-1]):
-        for d in range(ne):
-            if insn.signal >> d & 1:
-                signalled[engine[i]][d].append(i)
-    for e in range(ne):
-        for i in queues[e]:
+    # Match pops to pushes per (from, to) pair, in each engine's program order: the k-th pop
+    # on B from A is A's k-th instruction that signals B.
+    signalled: list[list[list[int]]] = [[[] for _ in range(ne)] for _ in range(ne)]
+    for i, insn in enumerate(body):
+        if insn.signal:
+            for d in range(ne):
+                if insn.signal >> d & 1:
+                    signalled[engine[i]][d].append(i)
+    producers: list[list[int]] = [[] for _ in range(n)]
+    popped = [[0] * ne for _ in range(ne)]
+    for i, insn in enumerate(body):
+        if insn.wait:
+            e = engine[i]
             for s in range(ne):
-                if insns[i].wait >> s & 1:
+                if insn.wait >> s & 1:
                     k = popped[s][e]
                     popped[s][e] += 1
                     producers[i].append(signalled[s][e][k] if k < len(signalled[s][e]) else -1)
@@ -161,7 +158,7 @@ def simulate_timing(stream, cfg: DNNVMConfig | None = None, layers=None) -> Timi
                 offer(engine[d])
     last = max(end[:-1], default=0)
     start[-1], end[-1], engine[-1] = last, last + cfg.insn_overhead, 0
-    work = InsnWork(gemm, alu, np.zeros(n, np.int64), bufs, nbytes)
+    work = InsnWork(*(np.asarray(x, np.int64) for x in (gemm, alu, [0] * n, bufs, nbytes)))
     return timing_result(cfg, ENGINES, work, engine, start, end, start, spans,
                          cfg.macs_per_step // cfg.step_cycles, format_insn)
 
