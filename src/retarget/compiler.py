@@ -11,7 +11,8 @@ are properties of one compilation, not of the target or the graph:
 
 The pipeline, top-down: import -> type -> convert a pre-quantised model / quantise into the
 number format the target declares (`prepare`) -> the target's own rewrite -> partition ->
-lower each offloaded region -> package. Data only flows down: targets never call the frontend
+fusion (which layers of each region become one unit) -> lower each offloaded region ->
+package. Data only flows down: targets never call the frontend
 or the passes.
 """
 from __future__ import annotations
@@ -22,12 +23,13 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .errors import RetargetError
+from .errors import RetargetError, TargetError
 from .frontend.onnx_quantized import QDQ_OPS, convert_quantized
 from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
 from .passes.infer_shapes import infer_shapes
-from .passes.partition import partition
+from .passes.fusion import STRATEGIES, plan_region
+from .passes.partition import FusedGroup, partition
 from .runtime.module import Module
 from .targets.base import Target
 from .targets.registry import get_target
@@ -35,7 +37,8 @@ from .targets.registry import get_target
 
 def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", *,
             cpu_nodes: Iterable[str] = (), min_region_macs: int | None = None,
-            config: Mapping[str, Any] | None = None, calibration: Any = None) -> Module:
+            config: Mapping[str, Any] | None = None, calibration: Any = None,
+            fusion: str | None = None) -> Module:
     """Compile `graph` (a Graph or an ONNX file path) for `target`.
 
     target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance.
@@ -46,6 +49,9 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     calibration: sample inputs for targets whose prepare() quantises (e.g. vta): a dict
         name -> array, a list of such dicts, or an array split along axis 0; None lets the
         target calibrate on random data (with a warning).
+    fusion: "optimized" (the default for targets that declare fusion templates), "greedy" or
+        "none" (the default for the others): how layers are grouped into units lowered as
+        one (passes/fusion/).
     """
     # 1. the graph: load a model file if given a path
     if not isinstance(graph, Graph):
@@ -64,16 +70,41 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     g = prepare(g, tgt, calibration)
     # 5. partition: annotate, merge convex regions, apply the size rule, schedule
     parts = partition(g, tgt, cpu_nodes=cpu_nodes, min_region_macs=min_region_macs)
-    # 6. lower each offloaded region to the target's kernel
+    # 6. fusion: which layers of each offloaded region are lowered as one unit
+    fusion = _fusion_strategy(tgt, fusion)
+    parts.report.fusion = fusion
+    groups = {}
+    for region in parts.offloaded if tgt.fusion_templates else ():
+        groups[region.name] = []
+        if fusion != "none":
+            f = plan_region(tgt, region, fusion)
+            groups[region.name] = f.groups()
+            parts.report.fused += [FusedGroup(region.name, template, members, grp.cycles,
+                                              grp.alone_cycles)
+                                   for (template, members), grp in zip(f.groups(),
+                                                                        f.plan.groups)]
+    # 7. lower each offloaded region to the target's kernel
     kernels = {}
     for region in parts.offloaded:
         try:
-            kernels[region.name] = tgt.lower(region)
+            kernels[region.name] = (tgt.lower(region, groups[region.name])
+                                    if region.name in groups else tgt.lower(region))
         except RetargetError as e:
             raise type(e)(f"lowering region {region.name!r} ({', '.join(region.node_names)}) "
                           f"for {tgt.name}: {e}") from None
-    # 7. package graph, regions, kernels and the placement report as a Module
+    # 8. package graph, regions, kernels and the placement report as a Module
     return Module(g, tgt, parts.regions, kernels, parts.report)
+
+
+def _fusion_strategy(target: Target, fusion: str | None) -> str:
+    if fusion is None:
+        return "optimized" if target.fusion_templates else "none"
+    if fusion not in STRATEGIES:
+        raise TargetError(f"fusion={fusion!r}; choose one of {', '.join(STRATEGIES)}")
+    if fusion != "none" and not target.fusion_templates:
+        raise TargetError(f"target {target.name!r} declares no fusion templates; "
+                          f"fusion={fusion!r} needs them (use fusion='none')")
+    return fusion
 
 
 def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:

@@ -120,3 +120,27 @@ def test_a_pool_no_tile_fits_is_refused_naming_the_buffer():
     pool = Pool2d("p", "max", (1, 4, 16, 16), (7, 7), (1, 1), (3, 3, 3, 3))
     with pytest.raises(TargetError, match="pool 'p'.*input buffer slot"):
         ctx.pool(pool, ctx.input("x", pool.in_shape), [ctx.feature_map("y", pool.out_shape)])
+
+
+ESTIMATED = CONVS + [((1, 32, 28, 28), 64, (3, 3), (1, 1), (1, 1, 1, 1), 1),
+                     ((1, 3, 56, 56), 16, (7, 7), (2, 2), (3, 3, 3, 3), 1),
+                     ((1, 96, 14, 14), 192, (1, 1), (2, 2), (0, 0, 0, 0), 1)]
+
+
+@pytest.mark.parametrize("case", ESTIMATED, ids=lambda c: "x".join(map(str, c[0])) + f"k{c[2][0]}")
+def test_the_closed_form_estimate_tracks_the_cycle_model(case):
+    """choose_conv_tile skips the full model when the estimate puts eq. 5 more than
+    JUDGE_GAP behind the best candidate: then the full model must agree that it is behind,
+    and the estimate must stay near the full model for the ranking to mean anything."""
+    from retarget.targets.accel.tile_search import rank
+    from retarget.targets.dnnvm.lower import JUDGE_GAP, conv_estimate, time_conv
+    layer = conv_case(*case)[0]
+    for cfg in (PRESETS["zu2"], PRESETS["test"]):
+        base = eq5_tile(layer, cfg)
+        est, best = rank(conv_candidates(layer, cfg), lambda t: conv_estimate(layer, t, cfg),
+                         keep=1)[0]
+        true5, trueb = time_conv(layer, base, cfg), time_conv(layer, best, cfg)
+        for t, true in ((base, true5), (best, trueb)):
+            assert 0.75 < conv_estimate(layer, t, cfg) / true < 1.5, (cfg.name, t)
+        if conv_estimate(layer, base, cfg) > JUDGE_GAP * est:
+            assert true5 > trueb, (cfg.name, base, best)

@@ -35,7 +35,7 @@ def test_deadlock_names_the_blocked_instruction():
     (Load(sram_addr=CFG.inp_buf_bytes - 2, rows=1, cols=1, vec_bytes=4),
      "outside the 4096-byte IN buffer"),
     (Load(ddr_addr=4094, rows=1, cols=1, vec_bytes=4), "outside the 4096-byte memory"),
-    (Load(buf=int(Buf.OUT)), "cannot write the OUT buffer"),
+    (Load(buf=int(Buf.OUT), sram_addr=CFG.out_buf_bytes), "OUT buffer"),
     (Save(sram_addr=CFG.out_buf_bytes, rows=1, cols=1, vec_bytes=1), "OUT buffer"),
     (Conv(kh=3, kw=3, in_h=2, in_w=3, out_h=1, out_w=1), "reads beyond the 2x3 input tile"),
     (Conv(depthwise=1, ic=2, oc=3), "depthwise needs ic == oc"),

@@ -44,6 +44,9 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", default=None, metavar="FILE.npz",
                    help="calibration inputs for targets that quantise (vta, dnnvm): arrays by input "
                         "name, batches along axis 0 (default: random data, with a warning)")
+    p.add_argument("--fusion", default=None, choices=("none", "greedy", "optimized"),
+                   help="group layers into units lowered as one (docs/fusion.md); default: "
+                        "optimized for targets that declare fusion templates (dnnvm), else none")
 
 
 def register(subparsers) -> None:
@@ -87,7 +90,8 @@ def compile_from_args(args: argparse.Namespace):
         model = load_model(args.model, args.input_shape)
     return compile(model, args.target or "cpu", cpu_nodes=args.cpu_node,
                    min_region_macs=args.min_region_macs, config=parse_overrides(args.config),
-                   calibration=read_calibration(getattr(args, "calibration", None)))
+                   calibration=read_calibration(getattr(args, "calibration", None)),
+                   fusion=getattr(args, "fusion", None))
 
 
 def read_calibration(path: str | None):
@@ -150,6 +154,9 @@ def run_compiled(args: argparse.Namespace) -> int:
         if getattr(args, "input_shape", None):
             raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
                              f"were fixed when it was compiled; recompile the model to change them")
+        if getattr(args, "fusion", None):
+            raise InputError(f"--fusion: {path} is a compiled module, whose layers were grouped "
+                             f"when it was compiled; recompile the model to change that")
         module = Module.load(path, verify=not getattr(args, "no_verify", False))
     else:
         module = compile_from_args(args)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..errors import GraphError, RetargetError
@@ -37,6 +37,22 @@ class NodePlacement:
     region: str         # the region it runs in
 
 
+@dataclass(frozen=True, slots=True)
+class FusedGroup:
+    """A group of layers the fusion search lowered as one unit, with the modelled cycles of
+    the choice and of its alternative (its layers one by one)."""
+    region: str
+    template: str
+    members: tuple[str, ...]
+    cycles: int
+    alone_cycles: int
+
+    def to_dict(self) -> dict:
+        return {"region": self.region, "template": self.template,
+                "members": list(self.members), "cycles": self.cycles,
+                "alone_cycles": self.alone_cycles}
+
+
 @dataclass(slots=True)
 class PlacementReport:
     """Where every node runs and why, with a summary of what was offloaded."""
@@ -44,6 +60,8 @@ class PlacementReport:
     nodes: list[NodePlacement]
     num_regions: int            # offloaded regions
     bytes_crossing: int         # bytes copied host<->device per inference
+    fusion: str = "none"        # the fusion strategy compile() used
+    fused: list[FusedGroup] = field(default_factory=list)
 
     def on(self, placement: str) -> list[NodePlacement]:
         return [n for n in self.nodes if n.placement == placement]
@@ -60,7 +78,8 @@ class PlacementReport:
         return {"target": self.target, "summary": self.summary,
                 "nodes": [{"name": n.name, "op": n.op, "placement": n.placement,
                            "reason": n.reason, "macs": n.macs, "region": n.region}
-                          for n in self.nodes]}
+                          for n in self.nodes],
+                "fusion": self.fusion, "fused": [g.to_dict() for g in self.fused]}
 
     def table(self) -> str:
         """The report as a plain-text table followed by the summary."""
@@ -75,6 +94,15 @@ class PlacementReport:
                      f"({100 * s['macs_on_target'] / total:.1f}%) in {s['regions']} region(s); "
                      f"cpu: {s['nodes_on_cpu']} nodes, {s['macs_on_cpu']} MACs; "
                      f"{s['bytes_crossing']} bytes cross host<->device per run")
+        if self.fused:
+            lines += ["", f"fused groups (fusion={self.fusion}; cycles: the cycle model, fused "
+                          f"vs the same layers one by one):"]
+            for g in self.fused:
+                lines.append(f"  {g.region}  {g.template:<12} {' + '.join(g.members)}: "
+                             f"{g.cycles:,} cycles (alone {g.alone_cycles:,}, "
+                             f"{g.alone_cycles / max(g.cycles, 1):.2f}x)")
+        elif self.fusion != "none":
+            lines.append(f"fusion={self.fusion}: no group was worth fusing")
         return "\n".join(lines)
 
     def __str__(self) -> str:

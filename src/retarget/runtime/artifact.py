@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import ModelLoadError, RetargetError
 from ..ir.serialize import ARRAY_FILE_ERRORS, load_graph, read_versioned_json, save_graph
 from ..ir.verify import verify as verify_graph
-from ..passes.partition import NodePlacement, PlacementReport
+from ..passes.partition import FusedGroup, NodePlacement, PlacementReport
 from ..targets.base import Region
 from ..targets.registry import target_class, target_names
 
@@ -171,8 +171,12 @@ def load_module(directory: str | Path, verify: bool = True):
                                  f"({type(err).__name__}: {err})") from None
     try:
         rep = manifest["report"]
+        fused = [FusedGroup(str(g["region"]), str(g["template"]),
+                            tuple(str(m) for m in g["members"]), int(g["cycles"]),
+                            int(g["alone_cycles"])) for g in rep.get("fused", [])]
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
-                                 int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]))
+                                 int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]),
+                                 str(rep.get("fusion", "none")), fused)
     except (KeyError, TypeError, ValueError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
                              f"({type(e).__name__}: {e})") from None

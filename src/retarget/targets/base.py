@@ -148,6 +148,10 @@ class Target:
     bit_exact: ClassVar[bool] = False
     # The integer format compile() quantises into before prepare(); None: the float graph.
     number_format: ClassVar[NumberFormat | None] = None
+    # Fusion templates (targets/fusion.py) this target lowers as one unit; empty: no fusion.
+    # A target that declares them implements fusion_graph, fusion_cost and lower(region,
+    # groups).
+    fusion_templates: ClassVar[tuple] = ()
 
     def __init__(self, config: Any = None, preset: str | None = None):
         if config is None:
@@ -227,6 +231,15 @@ class Target:
 
     def lower(self, region: Region) -> Kernel:
         raise NotImplementedError(f"target {self.name!r} does not implement lower()")
+
+    def fusion_graph(self, region: Region):
+        """The region's layers as a targets.fusion.FusionGraph (targets with templates)."""
+        raise NotImplementedError(f"target {self.name!r} declares no fusion")
+
+    def fusion_cost(self, graph, members: tuple[int, ...]) -> int | None:
+        """Modelled cycles of `members` (vertex indices of `graph`) lowered as one unit (one
+        vertex: alone); None when the group does not fit the hardware."""
+        raise NotImplementedError(f"target {self.name!r} declares no fusion")
 
     def make_device(self):
         raise NotImplementedError(f"target {self.name!r} does not implement make_device()")

@@ -34,8 +34,11 @@ def format_insn(insn: Insn) -> str:
                 f"{insn.bias_addr:#x} -> out {insn.out_addr:#x} {insn.out_h}x{insn.out_w}x"
                 f"{insn.oc}  {flags}shift {insn.shift} {act} [{insn.lo},{insn.hi}]]{deps}")
     if isinstance(insn, Pool):
-        return (f"POOL {'AVG' if insn.kind else 'MAX'} [in {insn.in_addr:#x} {insn.in_h}x"
-                f"{insn.in_w}x{insn.channels} k{insn.kh}x{insn.kw} s{insn.sh}x{insn.sw} -> out "
+        pad = (f" pad t{insn.pad_top} b{insn.pad_bottom} l{insn.pad_left} r{insn.pad_right} "
+               f"={insn.pad_value}" if insn.pad_top or insn.pad_bottom or insn.pad_left
+               or insn.pad_right else "")
+        return (f"POOL {'AVG' if insn.kind else 'MAX'} [in {Buf(insn.in_buf).name} "
+                f"{insn.in_addr:#x} {insn.in_h}x{insn.in_w}x{insn.channels}{pad} k{insn.kh}x{insn.kw} s{insn.sh}x{insn.sw} -> out "
                 f"{insn.out_addr:#x} {insn.out_h}x{insn.out_w}  shift {insn.shift} "
                 f"[{insn.lo},{insn.hi}]]{deps}")
     if isinstance(insn, Elew):

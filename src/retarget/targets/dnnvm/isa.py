@@ -42,7 +42,8 @@ class Opcode(IntEnum):
 
 
 class Buf(IntEnum):
-    """On-chip buffers. LOAD writes IN / WGT / BIAS; CONV, POOL, ELEW write OUT; SAVE reads OUT."""
+    """On-chip buffers. LOAD writes IN / WGT / BIAS (and OUT: an element-wise operand next to a
+    conv result, for fused CONV + add); CONV, POOL, ELEW write OUT; SAVE reads OUT."""
     IN = 0
     WGT = 1
     BIAS = 2
@@ -63,7 +64,7 @@ WIDTHS = {
     "in_addr": 24, "wgt_addr": 24, "bias_addr": 16, "out_addr": 24, "kh": 4, "kw": 4, "sh": 4,
     "sw": 4, "in_h": 12, "in_w": 12, "ic": 12, "out_h": 12, "out_w": 12, "oc": 12, "shift": 7,
     "lo": 8, "hi": 8, "act": 2, "leaky_shift": 4, "first": 1, "last": 1, "depthwise": 1,
-    "kind": 1, "channels": 16,
+    "kind": 1, "channels": 16, "in_buf": 2,
     "a_addr": 24, "b_addr": 24, "a_buf": 2, "b_buf": 2, "count": 24, "shift_a": 5,
     "shift_b": 5, "out_shift": 7,
 }
@@ -155,8 +156,11 @@ class Conv(Insn):
 @dataclass(slots=True)
 class Pool(Insn):
     """Max (kind 0) or average (kind 1: window sum, then round half up by `shift`) pooling of
-    an input-buffer tile [in_h, in_w, channels] to out[out_h, out_w, channels], clipped to
-    [lo, hi]. The average's divisor is a power of two (the shift); padding counts."""
+    a tile [in_h, in_w, channels] of buffer `in_buf` (IN, or OUT when it pools a conv result
+    on chip), padded by pad_* rows / columns of pad_value, to out[out_h, out_w, channels] in
+    OUT, clipped to [lo, hi]. The average's divisor is a power of two (the shift); padding
+    counts."""
+    in_buf: int = Buf.IN
     in_addr: int = 0
     out_addr: int = 0
     kind: int = 0
@@ -172,6 +176,11 @@ class Pool(Insn):
     shift: int = 0
     lo: int = -128
     hi: int = 127
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
+    pad_value: int = 0
     opcode: ClassVar[Opcode] = Opcode.POOL
     engine: ClassVar[int] = POOL_E
 

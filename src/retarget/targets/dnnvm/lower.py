@@ -18,7 +18,7 @@ output goes; a fused group (issue: fusion search) lowers the same way with on-ch
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .isa import (CONV_E, LOAD_E, MISC_E, POOL_E, SAVE_E, Buf, Conv, Elew, Load,
 from .program import Hazards, Program, ProgramBuilder
 
 ISA_MAX_DIM = 4095      # 12-bit row / column / channel fields
+JUDGE_GAP = 2.0         # eq. 5 vs the best candidate: closer than this, the full model judges
 MAX_PAD = 15            # 4-bit LOAD padding fields
 
 
@@ -105,9 +106,10 @@ def _in_extent(out0: int, count: int, stride: int, k: int, pad: int, size: int):
     return v_lo, max(v_hi - v_lo, 0), v_lo - lo, hi - max(v_hi, v_lo)
 
 
-def conv_fit(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> str | None:
+def conv_fit(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig, extra: int = 0) -> str | None:
     """Which buffer a tile overflows (eq. 6 with both halves of each buffer), or an ISA field
-    it exceeds; None when it fits."""
+    it exceeds; None when it fits. `extra`: more bytes per output element the output slot must
+    hold beside the int32 accumulators (a fused add's operand, a fused pool's result)."""
     kh, kw = layer.kernel
     sh, sw = layer.stride
     dw = layer.groups > 1
@@ -120,9 +122,11 @@ def conv_fit(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> str | None:
     if wbytes > cfg.wgt_slot:
         return (f"weight buffer: {t.toc}x{kh}x{kw}x{1 if dw else t.tic} weights need {wbytes} "
                 f"B, a slot holds {cfg.wgt_slot} B")
-    if t.th * t.tw * t.toc > cfg.acc_slot_entries:
-        return (f"output buffer: a {t.th}x{t.tw}x{t.toc} tile needs {t.th * t.tw * t.toc} int32 "
-                f"accumulators, a slot holds {cfg.acc_slot_entries}")
+    out_bytes = t.th * t.tw * t.toc * (4 + extra)
+    if out_bytes > cfg.out_buf_bytes // 2:
+        return (f"output buffer: a {t.th}x{t.tw}x{t.toc} tile needs {out_bytes} B (int32 "
+                f"accumulators{' and fused operands' if extra else ''}), a slot holds "
+                f"{cfg.out_buf_bytes // 2} B")
     if t.toc > cfg.bias_slot_entries:
         return f"bias buffer: {t.toc} biases, a slot holds {cfg.bias_slot_entries}"
     if max(in_rows, in_cols, t.th, t.tw, t.toc, tic) > ISA_MAX_DIM:
@@ -130,22 +134,23 @@ def conv_fit(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> str | None:
     return None
 
 
-def _widest(layer: Conv2d, cfg: DNNVMConfig, th: int, toc: int, tic: int, order: str):
+def _widest(layer: Conv2d, cfg: DNNVMConfig, th: int, toc: int, tic: int, order: str,
+            extra: int = 0):
     """The tile of the widest T_w (eq. 6) for fixed T_h, T_oc, T_ic, or None."""
     ow = layer.out_hw[1]
     lo, hi = 1, ow
-    if conv_fit(layer, ConvTile(th, 1, toc, tic, order), cfg):
+    if conv_fit(layer, ConvTile(th, 1, toc, tic, order), cfg, extra):
         return None
     while lo < hi:                      # the fit is monotone in T_w
         mid = (lo + hi + 1) // 2
-        if conv_fit(layer, ConvTile(th, mid, toc, tic, order), cfg):
+        if conv_fit(layer, ConvTile(th, mid, toc, tic, order), cfg, extra):
             hi = mid - 1
         else:
             lo = mid
     return ConvTile(th, lo, toc, tic, order)
 
 
-def eq5_tile(layer: Conv2d, cfg: DNNVMConfig) -> ConvTile:
+def eq5_tile(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> ConvTile:
     """The paper's tile: T_h = h_p, T_oc = oc_p, T_ic = ic_p (each capped by the layer), the
     widest T_w that fits. When even T_w = 1 does not fit, smaller rows / channels are tried;
     a layer no tile fits is refused naming the buffer."""
@@ -153,19 +158,19 @@ def eq5_tile(layer: Conv2d, cfg: DNNVMConfig) -> ConvTile:
     oc, ic = layer.out_channels, layer.in_shape[1]
     th, toc, tic = min(cfg.h_p, oh), min(cfg.oc_p, oc), min(cfg.ic_p, ic)
     while True:
-        t = _widest(layer, cfg, th, toc, tic, "spatial")
+        t = _widest(layer, cfg, th, toc, tic, "spatial", extra)
         if t is not None:
             return t
         if th == toc == tic == 1:
             break
         th, toc, tic = max(1, th // 2), max(1, toc // 2), max(1, tic // 2)
-    why = conv_fit(layer, ConvTile(1, 1, 1, 1), cfg)
+    why = conv_fit(layer, ConvTile(1, 1, 1, 1), cfg, extra)
     raise TargetError(f"{layer.op} '{layer.name}' ({layer.in_shape} -> {layer.out_channels} "
                       f"channels, kernel {layer.kernel}): no tile fits config "
                       f"{cfg.name!r}; even a 1x1x1 tile overflows the {why}")
 
 
-def conv_candidates(layer: Conv2d, cfg: DNNVMConfig) -> list[ConvTile]:
+def conv_candidates(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> list[ConvTile]:
     """Tiles worth timing: eq. 5's, and larger ones in rows, output channels (multiples of
     oc_p, up to all), input channels (ic_p multiples, up to all) and both loop orders."""
     oh, _ = layer.out_hw
@@ -185,61 +190,82 @@ def conv_candidates(layer: Conv2d, cfg: DNNVMConfig) -> list[ConvTile]:
         for toc in ladder(cfg.oc_p, oc):
             for tic in ([toc] if dw else tics):
                 for order in ("spatial", "oc"):
-                    t = _widest(layer, cfg, th, toc, tic, order)
+                    t = _widest(layer, cfg, th, toc, tic, order, extra)
                     if t is not None:
                         out.append(t)
     return out
 
 
 def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
-    """Closed-form cycles of a tile choice for ranking: the larger of the CONV engine's busy
-    time and the DDR time, plus one tile's load that nothing hides."""
+    """Closed-form cycles of a tile choice, for ranking: how many loads, CONVs and saves the
+    lowering emits (counting what the two-slot buffers let it reuse), each engine's busy time
+    (per-instruction costs as timing.insn_cost), the DDR port's, the largest of them, plus
+    the first tile's loads and the last tile's save that nothing hides."""
     n = layer.in_shape[0]
     oh, ow = layer.out_hw
     kh, kw = layer.kernel
     sh, sw = layer.stride
     oc, ic = layer.out_channels, layer.in_shape[1]
     dw = layer.groups > 1
-    nh, nw, noc = -(-oh // t.th), -(-ow // t.tw), -(-oc // t.toc)
+    c = cfg
+    n_sp = n * -(-oh // t.th) * -(-ow // t.tw)
+    noc = -(-oc // t.toc)
     nic = 1 if dw else -(-ic // t.tic)
-    tiles = n * nh * nw * noc * nic
-    steps = (-(-t.th // cfg.h_p) * t.tw * kh * kw * (1 if dw else -(-t.tic // cfg.ic_p))
-             * -(-t.toc // cfg.oc_p))
-    conv = tiles * (steps * cfg.step_cycles + cfg.conv_pipeline + cfg.insn_overhead)
-    in_tile = ((t.th - 1) * sh + kh) * ((t.tw - 1) * sw + kw) * (t.toc if dw else t.tic)
-    w_all = oc * kh * kw * (1 if dw else ic)
+    tic = t.toc if dw else t.tic
+    in_tile = ((t.th - 1) * sh + kh) * ((t.tw - 1) * sw + kw) * tic
+    w_tile = t.toc * kh * kw * (1 if dw else t.tic)
     if dw:
-        in_loads = tiles
-        w_loads = w_all * (1 if t.order == "oc" else n * nh * nw)
+        in_loads, w_loads = n_sp * noc, (noc if t.order == "oc" or noc <= 2 else n_sp * noc)
+        b_loads = noc if t.order == "oc" or noc <= 2 else n_sp * noc
     elif t.order == "spatial":
-        in_loads = n * nh * nw * (1 if nic == 1 else noc * nic)
-        w_loads = w_all * n * nh * nw
+        in_loads = n_sp * (nic if nic <= 2 else noc * nic)
+        w_loads = noc * nic if noc * nic <= 2 else n_sp * noc * nic
+        b_loads = noc if noc <= 2 else n_sp * noc
     else:
-        in_loads = tiles
-        w_loads = w_all * (1 if nic == 1 else n * nh * nw)
-    ddr = in_loads * in_tile + w_loads + n * oh * ow * oc
-    dma = ddr / cfg.ddr_bytes_per_cycle + (in_loads + tiles) * cfg.insn_overhead
-    return max(conv, dma) + in_tile / cfg.ddr_bytes_per_cycle
+        in_loads = n_sp * nic if n_sp * nic <= 2 else n_sp * nic * noc
+        w_loads = noc * nic if nic <= 2 else noc * n_sp * nic
+        b_loads = noc
+    tiles = n_sp * noc
+    load_bytes = in_loads * in_tile + w_loads * w_tile + b_loads * 4 * t.toc
+    out_bytes = n * oh * ow * oc
+    per = c.insn_overhead + c.ddr_latency
+    steps = (-(-t.th // c.h_p) * t.tw * kh * kw * (1 if dw else -(-t.tic // c.ic_p))
+             * -(-t.toc // c.oc_p))
+    conv = tiles * nic * (steps * c.step_cycles + c.conv_pipeline + c.insn_overhead)
+    load = (in_loads + w_loads + b_loads) * per + load_bytes / c.ddr_bytes_per_cycle
+    save = tiles * per + out_bytes / c.ddr_bytes_per_cycle
+    port = (load_bytes + out_bytes) / c.ddr_bytes_per_cycle
+    fill = 2 * per + (in_tile + w_tile) / c.ddr_bytes_per_cycle
+    drain = per + t.th * t.tw * t.toc / c.ddr_bytes_per_cycle
+    return max(conv, load, save, port) + fill + drain
 
 
 _CHOICES: ChoiceCache[ConvTile] = ChoiceCache()
 
 
-def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig) -> ConvTile:
-    """Eq. 5's tile, or (with cfg.tile_search) a candidate the full cycle model times faster;
-    the analytic estimate picks which one to time. Cached by layer geometry and config."""
-    base = eq5_tile(layer, cfg)
+def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> ConvTile:
+    """Eq. 5's tile, or (with cfg.tile_search) a larger one the cycle model finds faster.
+    The closed-form estimate ranks every candidate; when it puts the best within JUDGE_GAP of
+    eq. 5's, both are lowered and timed by the full cycle model and the faster wins; beyond
+    that the estimate decides (it is within -20 % / +40 % of the full model on the zoo's
+    convs, so a 2x estimated gap is a real one; tests/dnnvm/test_lowering.py checks it). Cached by layer geometry and
+    config; `extra` as conv_fit's (room for a fused epilogue)."""
+    base = eq5_tile(layer, cfg, extra)
     if not cfg.tile_search:
         return base
     key = (layer.in_shape, layer.out_channels, layer.kernel, layer.stride, layer.pads,
-           layer.groups, cfg)
+           layer.groups, cfg, extra)
     hit = _CHOICES.get(key)
     if hit is not None:
         return hit
-    ranked = rank(conv_candidates(layer, cfg), lambda t: conv_estimate(layer, t, cfg), keep=1)
-    ranked = [(0.0, base)] + [r for r in ranked if r[1] != base]
-    best = judge(ranked, time=lambda t: time_conv(layer, t, cfg))
-    return _CHOICES.put(key, best[1])
+    est, best = rank(conv_candidates(layer, cfg, extra),
+                     lambda t: conv_estimate(layer, t, cfg), keep=1)[0]
+    if best == base:
+        return _CHOICES.put(key, base)
+    if conv_estimate(layer, base, cfg) > JUDGE_GAP * est:
+        return _CHOICES.put(key, best)
+    chosen = judge([(0.0, base), (est, best)], time=lambda t: time_conv(layer, t, cfg))
+    return _CHOICES.put(key, chosen[1])
 
 
 def time_conv(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> int:
@@ -250,6 +276,68 @@ def time_conv(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> int:
     y = ctx.feature_map("y", layer.out_shape)
     ctx.conv(layer, x, [y], None, None, tile=t)
     return simulate_timing(ctx.finish()).total_cycles
+
+
+@dataclass(frozen=True, slots=True)
+class ConvHead:
+    """One convolution of a conv group: the layer, where its output goes, its constants."""
+    layer: Conv2d
+    outs: tuple[FeatureMap, ...]
+    weight: object = None          # OIHW int8, or None when only timed
+    bias: object = None
+
+
+def _merged(heads: list[ConvHead]) -> Conv2d:
+    """Horizontally fused convs as one conv over all their output channels (what tiling sees)."""
+    first = heads[0].layer
+    for h in heads[1:]:
+        g = h.layer
+        if (g.in_shape, g.kernel, g.stride, g.pads, g.groups) != \
+                (first.in_shape, first.kernel, first.stride, first.pads, first.groups) \
+                or g.groups != 1:
+            raise TargetError(f"horizontal fusion of '{first.name}' and '{g.name}': the convs "
+                              f"must read one input through one window (dense, same kernel, "
+                              f"stride and pads)")
+    return replace(first, name=" + ".join(h.layer.name for h in heads),
+                   out_channels=sum(h.layer.out_channels for h in heads))
+
+
+def conv_pool_tile(layer: Conv2d, pool: Pool2d, cfg: DNNVMConfig) -> ConvTile:
+    """The conv tile of a fused conv -> pool: rows and columns are whole pool windows
+    ((pooled - 1) * stride + kernel), with room for the pooled result. Taller and wider
+    pooled tiles recompute less of the overlap between windows but hold fewer channels: each
+    pooled-row count (1, 2, 4, ...) gets its widest fitting tile, and the closed-form estimate
+    times the recomputed fraction picks one. TargetError when not even one pooled element
+    fits."""
+    (pkh, pkw), (psh, psw) = pool.kernel, pool.stride
+    poh, pow_ = pool.out_hw
+    oh, ow = layer.out_hw
+    base = choose_conv_tile(layer, cfg, extra=1)
+    best = None
+    for toc in sorted({base.toc, max(1, base.toc // 2), min(layer.out_channels, cfg.oc_p)}):
+        pth = 1
+        while True:
+            rows = (pth - 1) * psh + pkh
+            lo, hi = 0, pow_
+            while lo < hi:                      # the widest pooled tile that fits
+                mid = (lo + hi + 1) // 2
+                cand = ConvTile(rows, (mid - 1) * psw + pkw, toc, base.tic, "spatial")
+                lo, hi = (mid, hi) if not conv_fit(layer, cand, cfg, extra=1) else (lo, mid - 1)
+            if lo == 0:
+                break
+            t = ConvTile(rows, (lo - 1) * psw + pkw, toc, base.tic, "spatial")
+            computed = -(-poh // pth) * rows * -(-pow_ // lo) * t.tw
+            score = conv_estimate(layer, t, cfg) * computed / max(oh * ow, 1)
+            if best is None or score < best[0]:
+                best = (score, t)
+            if pth >= poh:
+                break
+            pth *= 2
+    if best is None:
+        cand = ConvTile(pkh, pkw, 1, base.tic, "spatial")
+        raise TargetError(f"{layer.op} '{layer.name}' + pool '{pool.name}': no fused tile "
+                          f"fits config {cfg.name!r}: {conv_fit(layer, cand, cfg, extra=1)}")
+    return best[1]
 
 
 class Lowering:
@@ -320,8 +408,8 @@ class Lowering:
         return i
 
     def _save(self, out_slot: int, outs: list[FeatureMap], n: int, y0: int, rows: int,
-              x0: int, cols: int, c0: int, cc: int) -> None:
-        addr = self.rings[Buf.OUT].addr(out_slot)
+              x0: int, cols: int, c0: int, cc: int, offset: int = 0) -> None:
+        addr = self.rings[Buf.OUT].addr(out_slot) + offset
         for y in outs:
             self.hz.read((Buf.OUT, out_slot), SAVE_E)
             i = self.b.emit(Save(sram_addr=addr, ddr_addr=y.addr + n * y.image + y0 * y.row
@@ -337,65 +425,190 @@ class Lowering:
         self._uid += 1
         return self._uid
 
-    # ---- convolution -------------------------------------------------------------------------
+    # ---- convolution, alone or fused ---------------------------------------------------------
     def conv(self, layer: Conv2d, x: FeatureMap, outs: list[FeatureMap], weight, bias,
              tile: ConvTile | None = None) -> ConvTile:
         """Conv + its Requantize. weight: OIHW int8 (None for timing), bias: int32 [O] or None."""
-        cfg = self.cfg
-        t = tile or choose_conv_tile(layer, cfg)
-        why = conv_fit(layer, t, cfg)
-        if why:
-            raise TargetError(f"{layer.op} '{layer.name}': tile {t} does not fit: {why}")
+        return self.conv_group([ConvHead(layer, tuple(outs), weight, bias)], x, tile)
+
+    def conv_group(self, heads: list["ConvHead"], x: FeatureMap,
+                   tile: ConvTile | None = None) -> ConvTile:
+        """Convolutions reading the same input through the same window, each tile of the input
+        loaded once for all of them (horizontal fusion; one head is a plain conv)."""
+        layer = heads[0].layer if len(heads) == 1 else _merged(heads)
+        t = tile or choose_conv_tile(layer, self.cfg)
+        if len(heads) > 1:
+            t = ConvTile(t.th, t.tw, t.toc, t.tic, "spatial")   # the input is what is shared
+        self._check_fit(layer, t)
         uid = self._layer_uid()
-        n_img, ic, _, _ = layer.in_shape
-        oc = layer.out_channels
-        kh, kw = layer.kernel
-        sh, sw = layer.stride
-        pt, pl, pb, pr = layer.pads
+        consts = [self._conv_consts(h) for h in heads]
         oh, ow = layer.out_hw
-        dw = layer.groups > 1
-        r = layer.requant
-        wic = 1 if dw else ic
-        w_hwc = None if weight is None else np.transpose(np.asarray(weight, np.int8), (0, 2, 3, 1))
-        w_addr = self.const(f"{layer.name}/w", w_hwc, (oc, kh, kw, wic), "int8")
-        b = np.zeros(oc, np.int32) if bias is None else np.asarray(bias, np.int32)
-        b_addr = self.const(f"{layer.name}/b", None if weight is None else b, (oc,), "int32")
-        self.b.begin_layer(layer.name)
-        spatial = [(n, y0, x0) for n in range(n_img) for y0 in range(0, oh, t.th)
+        self.b.begin_layer(" + ".join(h.layer.name for h in heads))
+        spatial = [(n, y0, x0) for n in range(layer.in_shape[0]) for y0 in range(0, oh, t.th)
                    for x0 in range(0, ow, t.tw)]
-        chans = list(range(0, oc, t.toc))
-        order = ([(s, o) for s in spatial for o in chans] if t.order == "spatial"
-                 else [(s, o) for o in chans for s in spatial])
-        for (n, y0, x0), o0 in order:
-            th, tw, toc = min(t.th, oh - y0), min(t.tw, ow - x0), min(t.toc, oc - o0)
-            ry, nry, zt, zb = _in_extent(y0, th, sh, kh, pt, layer.in_shape[2])
-            rx, nrx, zl, zr = _in_extent(x0, tw, sw, kw, pl, layer.in_shape[3])
-            chunks = [(o0, toc)] if dw else [(c, min(t.tic, ic - c)) for c in range(0, ic, t.tic)]
+        blocks = [(s, k, o0) for s in spatial for k, h in enumerate(heads)
+                  for o0 in range(0, h.layer.out_channels, t.toc)]
+        if t.order == "oc":
+            blocks.sort(key=lambda b: (b[1], b[2]))     # each channel tile over the whole map
+        for (n, y0, x0), k, o0 in blocks:
+            h = heads[k]
+            th, tw = min(t.th, oh - y0), min(t.tw, ow - x0)
+            toc = min(t.toc, h.layer.out_channels - o0)
             out_slot = self._out_slot()
-            for k, (c0, cc) in enumerate(chunks):
-                first, last = k == 0, k == len(chunks) - 1
-                in_addr, in_slot = self._load_tile(
-                    x, (uid, n, y0, x0, c0, cc), n, ry, nry, rx, nrx, c0, cc, (zt, zb, zl, zr))
-                w_addr_s, w_slot = self._load(
-                    Buf.WGT, (uid, o0, c0), None, ddr_addr=w_addr + o0 * kh * kw * wic
-                    + (0 if dw else c0), rows=toc, cols=kh * kw, vec_bytes=1 if dw else cc,
-                    ddr_row_stride=kh * kw * wic, ddr_col_stride=wic)
-                reads = [(Buf.IN, in_slot), (Buf.WGT, w_slot)]
-                b_addr_s = 0
-                if first:
-                    b_addr_s, b_slot = self._load(
-                        Buf.BIAS, (uid, o0), None, ddr_addr=b_addr + 4 * o0, rows=1, cols=toc,
-                        vec_bytes=4, ddr_row_stride=0, ddr_col_stride=4)
-                    reads.append((Buf.BIAS, b_slot))
-                insn = Conv(in_addr=in_addr, wgt_addr=w_addr_s, bias_addr=b_addr_s,
-                            out_addr=self.rings[Buf.OUT].addr(out_slot), kh=kh, kw=kw, sh=sh,
-                            sw=sw, in_h=zt + nry + zb, in_w=zl + nrx + zr, ic=cc, out_h=th,
-                            out_w=tw, oc=toc, shift=r.shift, lo=r.lo, hi=r.hi, first=int(first),
-                            last=int(last), depthwise=int(dw))
-                self._compute(insn, CONV_E, reads, out_slot, first, last)
+            self._conv_block(h.layer, consts[k], x, uid, n, y0, th, x0, tw, o0, toc, t.tic,
+                             out_slot)
+            self._save(out_slot, h.outs, n, y0, th, x0, tw, o0, toc)
+        self.b.end_layer()
+        return t
+
+    def conv_add(self, layer: Conv2d, x: FeatureMap, weight, bias, add: ResidualAdd,
+                 other: FeatureMap, conv_is_a: bool, outs: list[FeatureMap],
+                 tile: ConvTile | None = None) -> ConvTile:
+        """A conv whose result meets `other` in an element-wise add on chip (vertical fusion):
+        each tile of `other` is loaded beside the tile's accumulators in the output buffer, and
+        ELEW adds the requantised tile to it before the one SAVE. The conv's own output never
+        goes to DDR."""
+        t = tile or choose_conv_tile(layer, self.cfg, extra=1)
+        self._check_fit(layer, t, extra=1)
+        res = t.th * t.tw * t.toc * 4            # the operand sits after the accumulators
+        uid = self._layer_uid()
+        consts = self._conv_consts(ConvHead(layer, (), weight, bias))
+        oh, ow = layer.out_hw
+        oc = layer.out_channels
+        self.b.begin_layer(f"{layer.name} + {add.name}")
+        for n, y0, x0, o0 in self._conv_blocks(layer, t):
+            th, tw, toc = min(t.th, oh - y0), min(t.tw, ow - x0), min(t.toc, oc - o0)
+            out_slot = self._out_slot()
+            base = self.rings[Buf.OUT].addr(out_slot)
+            self.hz.write((Buf.OUT, out_slot), LOAD_E)
+            self.hz.write((Buf.OUT, out_slot, "operand"), LOAD_E)
+            self.hz.read(("ddr", other.buffer), LOAD_E)
+            i = self.b.emit(Load(buf=int(Buf.OUT), sram_addr=base + res,
+                                 ddr_addr=other.addr + n * other.image + y0 * other.row
+                                 + x0 * other.pixel + o0, rows=th, cols=tw, vec_bytes=toc,
+                                 ddr_row_stride=other.row, ddr_col_stride=other.pixel))
+            self.hz.did_write((Buf.OUT, out_slot, "operand"), i)
+            self._conv_block(layer, consts, x, uid, n, y0, th, x0, tw, o0, toc, t.tic, out_slot)
+            a_addr, b_addr = (base, base + res) if conv_is_a else (base + res, base)
+            elew = Elew(a_buf=int(Buf.OUT), a_addr=a_addr, b_buf=int(Buf.OUT), b_addr=b_addr,
+                        out_addr=base, count=th * tw * toc, shift_a=add.shift_a,
+                        shift_b=add.shift_b, out_shift=add.out_shift, lo=add.lo, hi=add.hi)
+            self._compute(elew, MISC_E, [(Buf.OUT, out_slot), (Buf.OUT, out_slot, "operand")],
+                          out_slot)
             self._save(out_slot, outs, n, y0, th, x0, tw, o0, toc)
         self.b.end_layer()
         return t
+
+    def conv_pool(self, layer: Conv2d, x: FeatureMap, weight, bias, pool: Pool2d,
+                  outs: list[FeatureMap], tile: ConvTile | None = None) -> ConvTile:
+        """A conv whose result is pooled on chip (vertical fusion): for each tile of the pool's
+        output the conv computes the rows and columns its windows cover (recomputing the
+        overlap between tiles), POOL reads them from the output buffer with the pool's
+        padding, and only the pooled tile is saved."""
+        t = tile or conv_pool_tile(layer, pool, self.cfg)
+        (pkh, pkw), (psh, psw) = pool.kernel, pool.stride
+        ppt, ppl = pool.pads[0], pool.pads[1]
+        pth, ptw = (t.th - pkh) // psh + 1, (t.tw - pkw) // psw + 1
+        self._check_fit(layer, t, extra=1)
+        pooled = t.th * t.tw * t.toc * 4         # the pooled tile sits after the accumulators
+        uid = self._layer_uid()
+        consts = self._conv_consts(ConvHead(layer, (), weight, bias))
+        oh, ow = layer.out_hw
+        poh, pow_ = pool.out_hw
+        oc = layer.out_channels
+        kind = 0 if pool.kind == "max" else 1
+        self.b.begin_layer(f"{layer.name} + {pool.name}")
+        for n in range(layer.in_shape[0]):
+            for py0 in range(0, poh, pth):
+                for px0 in range(0, pow_, ptw):
+                    for o0 in range(0, oc, t.toc):
+                        ph, pw, toc = min(pth, poh - py0), min(ptw, pow_ - px0), min(t.toc,
+                                                                                       oc - o0)
+                        y0, rows, zt, zb = _in_extent(py0, ph, psh, pkh, ppt, oh)
+                        x0, cols, zl, zr = _in_extent(px0, pw, psw, pkw, ppl, ow)
+                        out_slot = self._out_slot()
+                        base = self.rings[Buf.OUT].addr(out_slot)
+                        self._conv_block(layer, consts, x, uid, n, y0, rows, x0, cols, o0, toc,
+                                         t.tic, out_slot)
+                        insn = Pool(in_buf=int(Buf.OUT), in_addr=base, out_addr=base + pooled,
+                                    kind=kind, kh=pkh, kw=pkw, sh=psh, sw=psw, in_h=rows,
+                                    in_w=cols, channels=toc, out_h=ph, out_w=pw,
+                                    shift=pool.shift if kind else 0, lo=pool.lo, hi=pool.hi,
+                                    pad_top=zt, pad_bottom=zb, pad_left=zl, pad_right=zr,
+                                    pad_value=-128 if kind == 0 else 0)
+                        self._compute(insn, POOL_E, [(Buf.OUT, out_slot)], out_slot)
+                        self._save(out_slot, outs, n, py0, ph, px0, pw, o0, toc, pooled)
+        self.b.end_layer()
+        return t
+
+    def _check_fit(self, layer: Conv2d, t: ConvTile, extra: int = 0) -> None:
+        why = conv_fit(layer, t, self.cfg, extra)
+        if why:
+            raise TargetError(f"{layer.op} '{layer.name}': tile {t} does not fit config "
+                              f"{self.cfg.name!r}: {why}")
+
+    def _conv_blocks(self, layer: Conv2d, t: ConvTile):
+        """(image, first row, first column, first channel) of each output tile, in t.order."""
+        oh, ow = layer.out_hw
+        spatial = [(n, y0, x0) for n in range(layer.in_shape[0]) for y0 in range(0, oh, t.th)
+                   for x0 in range(0, ow, t.tw)]
+        chans = range(0, layer.out_channels, t.toc)
+        if t.order == "spatial":
+            return [(*s, o) for s in spatial for o in chans]
+        return [(*s, o) for o in chans for s in spatial]
+
+    def _conv_consts(self, h: "ConvHead") -> tuple[int, int]:
+        """DDR addresses of a conv's weights ([OC, KH, KW, IC]) and int32 biases."""
+        layer = h.layer
+        oc, ic = layer.out_channels, layer.in_shape[1]
+        kh, kw = layer.kernel
+        wic = 1 if layer.groups > 1 else ic
+        w_hwc = (None if h.weight is None else
+                 np.transpose(np.asarray(h.weight, np.int8), (0, 2, 3, 1)))
+        w_addr = self.const(f"{layer.name}/w", w_hwc, (oc, kh, kw, wic), "int8")
+        b = np.zeros(oc, np.int32) if h.bias is None else np.asarray(h.bias, np.int32)
+        b_addr = self.const(f"{layer.name}/b", None if h.weight is None else b, (oc,), "int32")
+        return w_addr, b_addr
+
+    def _conv_block(self, layer: Conv2d, consts: tuple[int, int], x: FeatureMap, uid: int,
+                    n: int, y0: int, th: int, x0: int, tw: int, o0: int, toc: int, tic: int,
+                    out_slot: int) -> None:
+        """Loads and CONVs computing output rows [y0, y0+th), columns [x0, x0+tw), channels
+        [o0, o0+toc) of `layer` as int8 at the start of `out_slot` (input-channel chunks of
+        `tic` accumulate in int32 there first)."""
+        w_addr, b_addr = consts
+        ic = layer.in_shape[1]
+        kh, kw = layer.kernel
+        sh, sw = layer.stride
+        pt, pl, _, _ = layer.pads
+        dw = layer.groups > 1
+        wic = 1 if dw else ic
+        r = layer.requant
+        ry, nry, zt, zb = _in_extent(y0, th, sh, kh, pt, layer.in_shape[2])
+        rx, nrx, zl, zr = _in_extent(x0, tw, sw, kw, pl, layer.in_shape[3])
+        chunks = [(o0, toc)] if dw else [(c, min(tic, ic - c)) for c in range(0, ic, tic)]
+        for k, (c0, cc) in enumerate(chunks):
+            first, last = k == 0, k == len(chunks) - 1
+            in_addr, in_slot = self._load_tile(
+                x, (uid, n, y0, th, x0, tw, c0, cc), n, ry, nry, rx, nrx, c0, cc,
+                (zt, zb, zl, zr))
+            w_addr_s, w_slot = self._load(
+                Buf.WGT, (layer.name, o0, c0), None, ddr_addr=w_addr + o0 * kh * kw * wic
+                + (0 if dw else c0), rows=toc, cols=kh * kw, vec_bytes=1 if dw else cc,
+                ddr_row_stride=kh * kw * wic, ddr_col_stride=wic)
+            reads = [(Buf.IN, in_slot), (Buf.WGT, w_slot)]
+            b_addr_s = 0
+            if first:
+                b_addr_s, b_slot = self._load(
+                    Buf.BIAS, (layer.name, o0), None, ddr_addr=b_addr + 4 * o0, rows=1,
+                    cols=toc, vec_bytes=4, ddr_row_stride=0, ddr_col_stride=4)
+                reads.append((Buf.BIAS, b_slot))
+            insn = Conv(in_addr=in_addr, wgt_addr=w_addr_s, bias_addr=b_addr_s,
+                        out_addr=self.rings[Buf.OUT].addr(out_slot), kh=kh, kw=kw, sh=sh, sw=sw,
+                        in_h=zt + nry + zb, in_w=zl + nrx + zr, ic=cc, out_h=th, out_w=tw,
+                        oc=toc, shift=r.shift, lo=r.lo, hi=r.hi, first=int(first),
+                        last=int(last), depthwise=int(dw))
+            self._compute(insn, CONV_E, reads, out_slot, first, last)
 
     # ---- pooling and requantisation on the POOL engine ---------------------------------------
     def pool(self, layer: Pool2d, x: FeatureMap, outs: list[FeatureMap]) -> None:
@@ -506,5 +719,5 @@ class Lowering:
         return self.b.finish()
 
 
-__all__ = ["ConvTile", "FeatureMap", "Lowering", "choose_conv_tile", "conv_candidates",
+__all__ = ["ConvHead", "ConvTile", "FeatureMap", "Lowering", "conv_pool_tile", "choose_conv_tile", "conv_candidates",
            "conv_estimate", "conv_fit", "eq5_tile", "time_conv"]

@@ -20,7 +20,7 @@ from ..accel.kernel import Binding, LayerInfo
 from ..accel.layers import Conv2d, Pool2d, Requant, RequantizeLayer, ResidualAdd
 from ..base import Region
 from .config import DNNVMConfig
-from .lower import FeatureMap, Lowering
+from .lower import ConvHead, FeatureMap, Lowering
 
 VIEW_OPS = ("Concat", "Flatten")
 
@@ -29,8 +29,10 @@ def _nchw(v: Value) -> tuple[int, ...]:
     return tuple(int(d) for d in v.type.shape)
 
 
-def lower_region(cfg: DNNVMConfig, region: Region):
-    """A DNNVMKernel running `region` as one instruction stream."""
+def lower_region(cfg: DNNVMConfig, region: Region, groups=()):
+    """A DNNVMKernel running `region` as one instruction stream. `groups`: fused groups as
+    (template name, node names) from the fusion search (dnnvm/fusion.py TEMPLATES), each
+    lowered as one unit; every other layer alone."""
     from .kernel import DNNVMKernel
     ctx = Lowering(cfg)
     maps: dict[int, list[FeatureMap]] = {}      # id(value) -> where it is written / read
@@ -38,20 +40,7 @@ def lower_region(cfg: DNNVMConfig, region: Region):
     for i, v in enumerate(region.inputs):
         maps[id(v)] = [ctx.input(f"in{i}", _nchw(v))]
         inputs.append(Binding(v.name, f"in{i}", _nchw(v)))
-    consumers: dict[int, list[Node]] = {}
-    for n in region.nodes:
-        for v in n.inputs:
-            if v is not None:
-                consumers.setdefault(id(v), []).append(n)
-    # Requantize nodes fused into their conv / dense: the pair writes the Requantize's output.
-    fused: dict[int, Node] = {}
-    for n in region.nodes:
-        if n.op in ACCUMULATING_OPS:
-            uses = consumers.get(id(n.outputs[0]), [])
-            if len(uses) != 1 or uses[0].op != "Requantize":
-                raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "
-                                  f"{region.name!r}")
-            fused[id(n)] = uses[0]
+    fused = region_requantize_map(region)
     fused_rq = {id(rq) for rq in fused.values()}
     # DDR places for every produced value: region outputs and concatenations first.
     for k, v in enumerate(region.outputs):
@@ -69,9 +58,10 @@ def lower_region(cfg: DNNVMConfig, region: Region):
                 maps[id(v)] = [m.channels(c0, c) for m in maps[id(y)]] + maps.get(id(v), [])
                 c0 += c
 
-    def out_maps(v: Value, name: str) -> list[FeatureMap]:
+    def out_maps(n: Node) -> list[FeatureMap]:
+        v = (fused.get(id(n)) or n).outputs[0]
         if id(v) not in maps:
-            maps[id(v)] = [ctx.feature_map(name, _nchw(v))]
+            maps[id(v)] = [ctx.feature_map(f"{n.name}/out", _nchw(v))]
         return maps[id(v)]
 
     def source(n: Node, v: Value) -> FeatureMap:
@@ -81,49 +71,77 @@ def lower_region(cfg: DNNVMConfig, region: Region):
                               f"region {region.name!r}")
         return m[0]
 
+    def constants(n: Node, x: FeatureMap):
+        """(layer, OIHW weights, bias) of a conv or dense node."""
+        rq = fused[id(n)]
+        if n.op == "Conv":
+            return conv_layer(n, rq), n.inputs[1].const, (n.input(2).const if n.input(2)
+                                                          is not None else None)
+        layer, w = _dense_as_conv(n, rq, x)
+        return layer, w, dense_bias(n)
+
     infos = []
-    for n in region.nodes:
-        if id(n) in fused_rq or n.op == "Concat":
-            continue
+
+    def lower_node(n: Node) -> None:
         if n.op == "Flatten":
-            x = source(n, n.inputs[0])
-            maps[id(n.outputs[0])] = [x]       # a view: the dense layer reads the map as is
-            continue
+            maps[id(n.outputs[0])] = [source(n, n.inputs[0])]   # a view: read the map as is
+            return
+        layer = layer_of(n, fused.get(id(n)))
+        y = out_maps(n)
         if n.op in ACCUMULATING_OPS:
-            rq = fused[id(n)]
-            y = out_maps(rq.outputs[0], f"{n.name}/out")
             x = source(n, n.inputs[0])
-            if n.op == "Conv":
-                layer = conv_layer(n, rq)
-                w, b = n.inputs[1].const, (n.input(2).const if n.input(2) is not None else None)
-            else:
-                layer, w = _dense_as_conv(n, rq, x)
-                b = dense_bias(n)
+            layer, w, b = constants(n, x)
             ctx.conv(layer, x, y, w, b)
             infos.append(LayerInfo(n.name, "conv2d" if n.op == "Conv" else "dense",
                                    int(layer.macs), int(layer.macs)))
-            continue
-        y = out_maps(n.outputs[0], f"{n.name}/out")
-        a = resolve_attrs(n)
-        shape = _nchw(n.inputs[0])
-        if n.op == "QAdd":
-            layer = ResidualAdd(n.name, shape, int(a["shift_a"]), int(a["shift_b"]),
-                                int(a["out_shift"]), int(a["lo"]), int(a["hi"]))
+        elif n.op == "QAdd":
             ctx.add(layer, source(n, n.inputs[0]), source(n, n.inputs[1]), y)
             infos.append(LayerInfo(n.name, "residual_add", 0, 0))
         elif n.op in ("Relu", "Requantize"):
-            r = Requant(0, 0, 127) if n.op == "Relu" else requant_of(n)
-            ctx.requantize(RequantizeLayer(n.name, shape, r), source(n, n.inputs[0]), y)
+            ctx.requantize(layer, source(n, n.inputs[0]), y)
             infos.append(LayerInfo(n.name, "requantize", 0, 0))
         elif n.op == "MaxPool":
-            layer = Pool2d(n.name, "max", shape, tuple(int(k) for k in a["kernel_shape"]),
-                           tuple(int(s) for s in (a.get("strides") or [1, 1])),
-                           pool_pads(n))
             ctx.pool(layer, source(n, n.inputs[0]), y)
             infos.append(LayerInfo(n.name, "maxpool", 0, 0))
         else:
             raise UnsupportedOpError(f"no dnnvm lowering for {n.op} '{n.name}': the rules keep "
                                      f"it on the cpu")
+
+    def lower_group(template: str, members: list[Node]) -> None:
+        conv = members[0]
+        x = source(conv, conv.inputs[0])
+        layer, w, b = constants(conv, x)
+        name = " + ".join(m.name for m in members)
+        if template == "conv_pool":
+            pool = members[1]
+            ctx.conv_pool(layer, x, w, b, layer_of(pool, None), out_maps(pool))
+        elif template == "conv_add":
+            add = members[1]
+            conv_out = fused[id(conv)].outputs[0]
+            conv_is_a = add.inputs[0] is conv_out
+            other = add.inputs[1] if conv_is_a else add.inputs[0]
+            ctx.conv_add(layer, x, w, b, layer_of(add, None), source(add, other), conv_is_a,
+                         out_maps(add))
+        elif template.startswith("horizontal"):
+            heads = []
+            for m in members:
+                lay, wm, bm = constants(m, x)
+                heads.append(ConvHead(lay, tuple(out_maps(m)), wm, bm))
+            ctx.conv_group(heads, x)
+        else:
+            raise TargetError(f"dnnvm: no fused lowering for template {template!r} ({name})")
+        macs = sum(int(layer_of(m, fused.get(id(m))).macs) for m in members
+                   if m.op in ACCUMULATING_OPS)
+        infos.append(LayerInfo(name, template, macs, macs))
+
+    by_name = {n.name: n for n in region.nodes}
+    units = _emission_units(region, [(t, [by_name[m] for m in names]) for t, names in groups],
+                            fused_rq)
+    for template, members in units:
+        if template is None:
+            lower_node(members[0])
+        else:
+            lower_group(template, members)
     # Each output is read back from the map that is its own whole buffer (not a slice).
     whole = {id(v): [x for x in maps.get(id(v), [])
                      if x.pixel == x.c and x.addr == ctx.b.buffers[x.buffer].offset]
@@ -133,6 +151,90 @@ def lower_region(cfg: DNNVMConfig, region: Region):
         raise TargetError(f"region {region.name!r}: outputs {missing} are not produced")
     bindings = [Binding(v.name, whole[id(v)][0].buffer, _nchw(v)) for v in region.outputs]
     return DNNVMKernel(region.name, ctx.finish(), inputs, bindings, dict(ctx.constants), infos)
+
+
+def _emission_units(region: Region, groups, skip: set[int]):
+    """The order to lower in: each fused group as one unit, every other node alone (fused
+    Requantize nodes and Concats emit nothing), topologically sorted over the units so that a
+    group runs after everything it reads and before everything that reads it; ties keep the
+    region's node order."""
+    unit_of: dict[int, int] = {}
+    units: list[tuple[str | None, list[Node]]] = []
+    for template, members in groups:
+        for m in members:
+            unit_of[id(m)] = len(units)
+        units.append((template, members))
+    for n in region.nodes:
+        if id(n) not in unit_of and id(n) not in skip and n.op != "Concat":
+            unit_of[id(n)] = len(units)
+            units.append((None, [n]))
+    # after[id(value)]: the units that must have run before the value can be read
+    after: dict[int, set[int]] = {}
+    deps: list[set[int]] = [set() for _ in units]
+    for n in region.nodes:
+        need = set().union(*(after.get(id(v), set()) for v in n.inputs if v is not None))
+        u = unit_of.get(id(n))
+        if u is None:                      # emits nothing: its output is ready with its inputs
+            for v in n.outputs:
+                after[id(v)] = need
+            continue
+        deps[u] |= need - {u}
+        for v in n.outputs:
+            after[id(v)] = {u}
+    rank = {id(n): i for i, n in enumerate(region.nodes)}
+    key = [min(rank[id(m)] for m in members) for _, members in units]
+    order, done = [], set()
+    while len(order) < len(units):
+        ready = [u for u in range(len(units)) if u not in done and deps[u] <= done]
+        if not ready:
+            raise TargetError(f"region {region.name!r}: fused groups form a cycle")
+        u = min(ready, key=lambda k: key[k])
+        order.append(units[u])
+        done.add(u)
+    return order
+
+
+def region_requantize_map(region: Region) -> dict[int, Node]:
+    """id(conv / dense node) -> the Requantize fused into it (both in the region)."""
+    consumers: dict[int, list[Node]] = {}
+    for n in region.nodes:
+        for v in n.inputs:
+            if v is not None:
+                consumers.setdefault(id(v), []).append(n)
+    fused = {}
+    for n in region.nodes:
+        if n.op in ACCUMULATING_OPS:
+            uses = consumers.get(id(n.outputs[0]), [])
+            if len(uses) != 1 or uses[0].op != "Requantize":
+                raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "
+                                  f"{region.name!r}")
+            fused[id(n)] = uses[0]
+    return fused
+
+
+def layer_of(n: Node, rq: Node | None):
+    """The layer description of a node the overlay runs (None for views): Conv2d (dense
+    layers as a 1x1 conv over one pixel of K features, for costing), Pool2d, ResidualAdd or
+    RequantizeLayer."""
+    a = resolve_attrs(n)
+    shape = _nchw(n.inputs[0])
+    if n.op == "Conv":
+        return conv_layer(n, rq)
+    if n.op in ("Gemm", "MatMul"):
+        w = dense_weight(n)
+        k = int(w.shape[1])
+        return Conv2d(n.name, (shape[0], k, 1, 1), int(w.shape[0]), (1, 1),
+                      requant=requant_of(rq), op=n.op)
+    if n.op == "MaxPool":
+        return Pool2d(n.name, "max", shape, tuple(int(k) for k in a["kernel_shape"]),
+                      tuple(int(s) for s in (a.get("strides") or [1, 1])), pool_pads(n))
+    if n.op == "QAdd":
+        return ResidualAdd(n.name, shape, int(a["shift_a"]), int(a["shift_b"]),
+                           int(a["out_shift"]), int(a["lo"]), int(a["hi"]))
+    if n.op in ("Relu", "Requantize"):
+        return RequantizeLayer(n.name, shape,
+                               Requant(0, 0, 127) if n.op == "Relu" else requant_of(n))
+    return None
 
 
 def pool_pads(n: Node) -> tuple[int, int, int, int]:

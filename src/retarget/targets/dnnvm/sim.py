@@ -184,8 +184,6 @@ class Simulator:
         return np.lib.stride_tricks.as_strided(base, (rows, cols, vec), (rs, cs, 1))
 
     def _load(self, i, insn: Load, c: Counters) -> None:
-        if insn.buf == Buf.OUT:
-            self._fail(i, insn, "LOAD cannot write the OUT buffer")
         src = self._ddr(i, insn, insn.ddr_addr, insn.rows, insn.cols, insn.vec_bytes,
                         insn.ddr_row_stride, insn.ddr_col_stride)
         h = insn.pad_top + insn.rows + insn.pad_bottom
@@ -265,9 +263,12 @@ class Simulator:
     def _pool(self, i, insn: Pool, c: Counters) -> None:
         kh, kw, sh, sw = insn.kh, insn.kw, insn.sh, insn.sw
         oh, ow, ch = insn.out_h, insn.out_w, insn.channels
-        self._window(i, insn, kh, kw, sh, sw, insn.in_h, insn.in_w, oh, ow)
-        x = self._sram(i, insn, Buf.IN, insn.in_addr, insn.in_h * insn.in_w * ch,
+        pt, pb, pl, pr = insn.pad_top, insn.pad_bottom, insn.pad_left, insn.pad_right
+        self._window(i, insn, kh, kw, sh, sw, pt + insn.in_h + pb, pl + insn.in_w + pr, oh, ow)
+        x = self._sram(i, insn, insn.in_buf, insn.in_addr, insn.in_h * insn.in_w * ch,
                        "POOL input").view(np.int8).reshape(insn.in_h, insn.in_w, ch)
+        if pt or pb or pl or pr:
+            x = np.pad(x, ((pt, pb), (pl, pr), (0, 0)), constant_values=insn.pad_value)
         out = self._sram(i, insn, Buf.OUT, insn.out_addr, oh * ow * ch, "POOL output")
         taps = [x[ky:ky + (oh - 1) * sh + 1:sh, kx:kx + (ow - 1) * sw + 1:sw]
                 for ky in range(kh) for kx in range(kw)]

@@ -19,6 +19,7 @@ from ...ir.graph import Graph, Node
 from ..accel.graph_layers import split_accumulators
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, DNNVMConfig
+from .fusion import TEMPLATES, GroupCosts, fusion_graph
 from .kernel import DNNVMKernel
 from .region import lower_region
 from .rules import RULES
@@ -34,6 +35,11 @@ class DNNVMTarget(Target):
     config_class, presets, rules = DNNVMConfig, PRESETS, RULES
     kernel_kinds = {DNNVMKernel.kind: DNNVMKernel}
     bit_exact, number_format = True, INT8_POW2
+    fusion_templates = TEMPLATES
+
+    def __init__(self, config=None, preset: str | None = None):
+        super().__init__(config, preset)
+        self._group_costs = GroupCosts(self.config)
 
     @classmethod
     def default_config(cls):
@@ -68,8 +74,15 @@ class DNNVMTarget(Target):
                     refused[n.name] = f"Flatten '{n.name}': its dense layer runs on cpu"
         return refused
 
-    def lower(self, region: Region) -> DNNVMKernel:
-        return lower_region(self.config, region)
+    def lower(self, region: Region, groups=()) -> DNNVMKernel:
+        """One stream for `region`; `groups`: the fusion search's (template, node names)."""
+        return lower_region(self.config, region, groups)
+
+    def fusion_graph(self, region: Region):
+        return fusion_graph(region)
+
+    def fusion_cost(self, graph, members: tuple[int, ...]) -> int | None:
+        return self._group_costs(graph, members)
 
     def make_device(self):
         from .device import DNNVMDevice

@@ -26,7 +26,8 @@ from .config import DNNVMConfig
 from .disasm import format_insn
 from .isa import ENGINES, Conv, Elew, End, Load, Pool, Save, decode_stream
 
-_BUFFER_OF = [BUFFERS.index("inp"), BUFFERS.index("wgt"), BUFFERS.index("acc")]  # by Buf
+# DDR traffic class of a LOAD by its buffer (IN, WGT, BIAS, OUT: a fused add's operand)
+_BUFFER_OF = [BUFFERS.index(b) for b in ("inp", "wgt", "acc", "inp")]
 OUT_BUFFER = BUFFERS.index("out")
 
 
