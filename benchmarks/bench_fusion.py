@@ -16,16 +16,10 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import warnings
 
-import numpy as np
-
-from retarget import zoo
-from retarget.compiler import prepare
-from retarget.frontend.onnx import import_model
+from bench_dnnvm import quantised   # this directory: the same quantised networks
 from retarget.passes.fusion import find_embeddings, plan_region
 from retarget.passes.fusion.match import find_template
-from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.partition import partition
 from retarget.report.table import format_table
 from retarget.targets.dnnvm import lower as dnnvm_lower
@@ -38,16 +32,6 @@ PAPER = {"vgg16": (32, 9.28, 325.5, 331.5, 334.0, 1.03),
          "resnet50": (120, 30.893, 195.4, 221.9, 228.7, 1.17),
          "resnet152": (358, 145.023, 212.5, 233.0, 244.1, 1.15),
          "googlenet": (137, 66.069, 183.1, 204.6, 231.5, 1.26)}
-
-
-def quantised(name: str, size: int):
-    g = infer_shapes(import_model(zoo.build(name, size=size, num_classes=1000, seed=0)))
-    g.toposort()
-    rng = np.random.default_rng(0)
-    calib = [{v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in g.inputs}]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return prepare(g, get_target("dnnvm"), calib)
 
 
 def networkx_ms(graph, templates) -> float | None:
@@ -127,7 +111,7 @@ def main() -> None:
     for preset in args.presets.split(","):
         for name in args.nets.split(","):
             if name not in cache:
-                cache[name] = quantised(name, args.size)
+                cache[name] = quantised(name, args.size)[1]   # the quantised graph
             r = run(name, preset, cache[name])
             results[f"{name}@{preset}"] = {k: r[k] for k in ("nodes", "enum_ms", "search_ms",
                                                             "gops", "ddr_bytes")}

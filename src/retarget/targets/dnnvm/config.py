@@ -39,7 +39,7 @@ class DNNVMConfig(ConfigFields):
     pool_lanes: int = 16            # POOL / MISC elements per cycle (assumed)
     ddr_bytes_per_cycle: float = 8.0   # calibrated
     ddr_latency: int = 40           # cycles from request to first beat (assumed)
-    insn_overhead: int = 0          # calibrated: decode/issue of one instruction (see docs)
+    insn_overhead: int = 20         # calibrated: decode/issue of one instruction (see docs)
     # compile choices
     offload_fc: bool = False        # run Gemm/MatMul on the overlay (the paper keeps FC on CPU)
     tile_search: bool = True        # False: always the paper's eq. 5 tiles

@@ -11,15 +11,19 @@ def _mask(m: int) -> str:
     return ",".join(e for k, e in enumerate(ENGINES) if m >> k & 1) or "-"
 
 
+def _pad(insn) -> str:
+    if not (insn.pad_top or insn.pad_bottom or insn.pad_left or insn.pad_right):
+        return ""
+    return (f"  pad t{insn.pad_top} b{insn.pad_bottom} l{insn.pad_left} r{insn.pad_right} "
+            f"={insn.pad_value}")
+
+
 def format_insn(insn: Insn) -> str:
     deps = f"  wait {_mask(insn.wait)}  signal {_mask(insn.signal)}"
     if isinstance(insn, Load):
-        pad = (f"  pad t{insn.pad_top} b{insn.pad_bottom} l{insn.pad_left} r{insn.pad_right} "
-               f"={insn.pad_value}" if insn.pad_top or insn.pad_bottom or insn.pad_left
-               or insn.pad_right else "")
         return (f"LOAD {Buf(insn.buf).name:<4} [ddr {insn.ddr_addr:#x} +r*{insn.ddr_row_stride}"
                 f" +c*{insn.ddr_col_stride} -> sram {insn.sram_addr:#x}  {insn.rows}x{insn.cols}"
-                f" x {insn.vec_bytes}B{pad}]{deps}")
+                f" x {insn.vec_bytes}B{_pad(insn)}]{deps}")
     if isinstance(insn, Save):
         return (f"SAVE OUT  [sram {insn.sram_addr:#x} -> ddr {insn.ddr_addr:#x} "
                 f"+r*{insn.ddr_row_stride} +c*{insn.ddr_col_stride}  {insn.rows}x{insn.cols} x "
@@ -34,11 +38,8 @@ def format_insn(insn: Insn) -> str:
                 f"{insn.bias_addr:#x} -> out {insn.out_addr:#x} {insn.out_h}x{insn.out_w}x"
                 f"{insn.oc}  {flags}shift {insn.shift} {act} [{insn.lo},{insn.hi}]]{deps}")
     if isinstance(insn, Pool):
-        pad = (f" pad t{insn.pad_top} b{insn.pad_bottom} l{insn.pad_left} r{insn.pad_right} "
-               f"={insn.pad_value}" if insn.pad_top or insn.pad_bottom or insn.pad_left
-               or insn.pad_right else "")
         return (f"POOL {'AVG' if insn.kind else 'MAX'} [in {Buf(insn.in_buf).name} "
-                f"{insn.in_addr:#x} {insn.in_h}x{insn.in_w}x{insn.channels}{pad} k{insn.kh}x{insn.kw} s{insn.sh}x{insn.sw} -> out "
+                f"{insn.in_addr:#x} {insn.in_h}x{insn.in_w}x{insn.channels}{_pad(insn)} k{insn.kh}x{insn.kw} s{insn.sh}x{insn.sw} -> out "
                 f"{insn.out_addr:#x} {insn.out_h}x{insn.out_w}  shift {insn.shift} "
                 f"[{insn.lo},{insn.hi}]]{deps}")
     if isinstance(insn, Elew):
