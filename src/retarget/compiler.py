@@ -12,8 +12,7 @@ are properties of one compilation, not of the target or the graph:
 The pipeline, top-down: import -> type -> convert a pre-quantised model / quantise into the
 number format the target declares (`prepare`) -> the target's own rewrite -> partition ->
 fusion (which layers of each region become one unit) -> lower each offloaded region ->
-package. Data only flows down: targets never call the frontend
-or the passes.
+package. Data only flows down: targets never call the frontend or the passes.
 """
 from __future__ import annotations
 
@@ -29,7 +28,7 @@ from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
 from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
-from .passes.partition import FusedGroup, partition
+from .passes.partition import partition
 from .runtime.module import Module
 from .targets.base import Target
 from .targets.registry import get_target
@@ -73,16 +72,13 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     # 6. fusion: which layers of each offloaded region are lowered as one unit
     fusion = _fusion_strategy(tgt, fusion)
     parts.report.fusion = fusion
-    groups = {}
+    groups = {}                # region -> its fused groups, for targets that fuse
     for region in parts.offloaded if tgt.fusion_templates else ():
         groups[region.name] = []
         if fusion != "none":
             f = plan_region(tgt, region, fusion)
             groups[region.name] = f.groups()
-            parts.report.fused += [FusedGroup(region.name, template, members, grp.cycles,
-                                              grp.alone_cycles)
-                                   for (template, members), grp in zip(f.groups(),
-                                                                        f.plan.groups)]
+            parts.report.fused += f.report(region.name)
     # 7. lower each offloaded region to the target's kernel
     kernels = {}
     for region in parts.offloaded:
@@ -119,9 +115,7 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
             graph = _convert_prequantized(graph, target)
         elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
                  and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
-            from .passes.quantize import (
-                quantize,  # needs the op table: import when used
-            )
+            from .passes.quantize import quantize  # needs the op table: import when used
             graph = quantize(graph, calibration, per_channel=fmt.per_channel)
     rewritten = target.prepare(graph)
     if rewritten is not graph:

@@ -5,6 +5,7 @@ import time
 from dataclasses import dataclass
 
 from ...targets.fusion import FusionGraph
+from ..partition import FusedGroup
 from .match import find_embeddings
 from .strategy import FusionPlan, choose
 
@@ -22,6 +23,11 @@ class RegionFusion:
         """(template, member vertex names) of each fused group, for Target.lower."""
         names = [v.name for v in self.graph.vertices]
         return [(g.template, tuple(names[m] for m in g.members)) for g in self.plan.groups]
+
+    def report(self, region: str) -> list[FusedGroup]:
+        """The placement report's lines for the fused groups of `region`."""
+        return [FusedGroup(region, template, members, g.cycles, g.alone_cycles)
+                for (template, members), g in zip(self.groups(), self.plan.groups)]
 
 
 def plan_region(target, region, strategy: str) -> RegionFusion:
