@@ -8,7 +8,6 @@ and lower them. Types only: targets import this, never passes/.
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -44,9 +43,6 @@ class FusionGraph:
 
     def __len__(self) -> int:
         return len(self.vertices)
-
-    def type_counts(self) -> Counter:
-        return Counter(v.type for v in self.vertices)
 
     def topological(self) -> list[int]:
         """Vertex indices in a topological order (ties by index)."""

@@ -1,7 +1,6 @@
 """Fusion for one offloaded region of a compile: build the target's graph, enumerate, choose."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from ...targets.fusion import FusionGraph
@@ -12,12 +11,9 @@ from .strategy import FusionPlan, choose
 
 @dataclass(slots=True)
 class RegionFusion:
-    """The chosen plan with what produced it, for reports and benchmarks."""
+    """The chosen plan with the graph its vertex indices refer to."""
     graph: FusionGraph
     plan: FusionPlan
-    embeddings: int             # every embedding found (symmetric duplicates included)
-    enum_seconds: float         # Algorithm 1
-    search_seconds: float       # enumeration + costs + strategy
 
     def groups(self) -> list[tuple[str, tuple[str, ...]]]:
         """(template, member vertex names) of each fused group, for Target.lower."""
@@ -32,13 +28,10 @@ class RegionFusion:
 
 def plan_region(target, region, strategy: str) -> RegionFusion:
     """Enumerate `target`'s templates on `region` and choose groups with `strategy`."""
-    t0 = time.perf_counter()
     graph = target.fusion_graph(region)
     found = find_embeddings(graph, target.fusion_templates)
-    t1 = time.perf_counter()
     plan = choose(graph, found, lambda members: target.fusion_cost(graph, members), strategy)
-    t2 = time.perf_counter()
-    return RegionFusion(graph, plan, len(found), t1 - t0, t2 - t0)
+    return RegionFusion(graph, plan)
 
 
 __all__ = ["RegionFusion", "plan_region"]

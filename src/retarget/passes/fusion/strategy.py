@@ -45,10 +45,6 @@ class FusionPlan:
     strategy: str
     groups: list[Group] = field(default_factory=list)
     cycles: int = 0                       # the plan's modelled total (additive)
-    candidates: int = 0                   # distinct fitting groups it chose from
-
-    def group_of(self) -> dict[int, Group]:
-        return {v: g for g in self.groups for v in g.members}
 
 
 class _Costs:
@@ -85,7 +81,7 @@ def choose(graph: FusionGraph, embeddings: list[Embedding], cost: Cost,
         chosen = _greedy(graph, cands)
     else:
         chosen = _optimized(graph, cands, costs)
-    plan = FusionPlan(strategy, candidates=len(cands))
+    plan = FusionPlan(strategy)
     covered = set()
     for m in chosen:
         plan.groups.append(Group(cands[m], m, costs(m), costs.alone(m)))

@@ -179,6 +179,24 @@ def qadd_problem(target: str, node: Node) -> str | None:
     return None
 
 
+def region_requantize_map(region) -> dict[int, Node]:
+    """id(conv / dense node) -> the Requantize fused into it (both in the region)."""
+    consumers: dict[int, list[Node]] = {}
+    for n in region.nodes:
+        for v in n.inputs:
+            if v is not None:
+                consumers.setdefault(id(v), []).append(n)
+    fused = {}
+    for n in region.nodes:
+        if n.op in ACCUMULATING_OPS:
+            uses = consumers.get(id(n.outputs[0]), [])
+            if len(uses) != 1 or uses[0].op != "Requantize":
+                raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "
+                                  f"{region.name!r}")
+            fused[id(n)] = uses[0]
+    return fused
+
+
 def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str, str]:
     """Nodes of a region that must go to the CPU because a conv/dense and the Requantize of
     its int32 accumulator would be split across it (the accelerator stores int8 only)."""
@@ -198,6 +216,7 @@ def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str
     return refused
 
 
-__all__ = ["conv_layer", "conv_problem", "dense_bias", "dense_problem", "dense_weight", "fused_requantize",
-           "int8", "map_problem", "operand_problem", "qadd_problem", "requant_of",
-           "requant_reason", "requantize_support", "sole_consumer", "split_accumulators"]
+__all__ = ["conv_layer", "conv_problem", "dense_bias", "dense_problem", "dense_weight",
+           "fused_requantize", "int8", "map_problem", "operand_problem", "qadd_problem",
+           "region_requantize_map", "requant_of", "requant_reason", "requantize_support",
+           "sole_consumer", "split_accumulators"]

@@ -80,8 +80,6 @@ class DNNVMConfig(ConfigFields):
     @property
     def wgt_slot(self) -> int: return self.wgt_buf_bytes // 2
     @property
-    def acc_slot_entries(self) -> int: return self.out_buf_bytes // 2 // 4
-    @property
     def bias_slot_entries(self) -> int: return self.bias_buf_bytes // 2 // 4
 
 

@@ -20,11 +20,12 @@ from dataclasses import replace
 
 from ...errors import TargetError
 from ...ops.quantized import ACCUMULATING_OPS
+from ..accel.graph_layers import region_requantize_map
 from ..base import Region
 from ..fusion import FusionGraph, Template, Vertex
 from .config import DNNVMConfig
 from .lower import ConvHead, Lowering
-from .region import layer_of, region_requantize_map
+from .region import layer_of
 
 
 def _one_consumer(g: FusionGraph, t: int, v: int) -> bool:

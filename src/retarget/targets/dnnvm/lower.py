@@ -14,7 +14,8 @@ fills one slot while CONV reads the other, and the dependency fields come from `
 every engine overlaps exactly as far as the data allows.
 
 A layer is lowered by one function call that takes its inputs and the list of places its
-output goes; a fused group (issue: fusion search) lowers the same way with on-chip hand-offs.
+output goes; a fused group the fusion search chose (conv_add, conv_pool, conv_group) lowers the
+same way, handing its intermediate on chip.
 """
 from __future__ import annotations
 
@@ -79,8 +80,8 @@ class _Ring:
     """Two slots of one on-chip buffer and what each holds (a key), for double buffering and
     for reusing data already loaded."""
 
-    def __init__(self, name: str, slot_bytes: int):
-        self.name, self.slot_bytes = name, slot_bytes
+    def __init__(self, slot_bytes: int):
+        self.slot_bytes = slot_bytes
         self.keys: list[object] = [None, None]
         self.next = 0
 
@@ -197,6 +198,14 @@ def conv_candidates(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> list[Con
     return out
 
 
+def _conv_count(layer: Conv2d, t: ConvTile) -> int:
+    """CONV instructions a tile choice emits."""
+    oh, ow = layer.out_hw
+    nic = 1 if layer.groups > 1 else -(-layer.in_shape[1] // t.tic)
+    return (layer.in_shape[0] * -(-oh // t.th) * -(-ow // t.tw) * -(-layer.out_channels // t.toc)
+            * nic)
+
+
 def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
     """Closed-form cycles of a tile choice, for ranking: how many loads, CONVs and saves the
     lowering emits (counting what the two-slot buffers let it reuse), each engine's busy time
@@ -232,21 +241,13 @@ def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
     per = c.insn_overhead + c.ddr_latency
     steps = (-(-t.th // c.h_p) * t.tw * kh * kw * (1 if dw else -(-t.tic // c.ic_p))
              * -(-t.toc // c.oc_p))
-    conv = tiles * nic * (steps * c.step_cycles + c.conv_pipeline + c.insn_overhead)
+    conv = _conv_count(layer, t) * (steps * c.step_cycles + c.conv_pipeline + c.insn_overhead)
     load = (in_loads + w_loads + b_loads) * per + load_bytes / c.ddr_bytes_per_cycle
     save = tiles * per + out_bytes / c.ddr_bytes_per_cycle
     port = (load_bytes + out_bytes) / c.ddr_bytes_per_cycle
     fill = 2 * per + (in_tile + w_tile) / c.ddr_bytes_per_cycle
     drain = per + t.th * t.tw * t.toc / c.ddr_bytes_per_cycle
     return max(conv, load, save, port) + fill + drain
-
-
-def _conv_count(layer: Conv2d, t: ConvTile) -> int:
-    """CONV instructions a tile choice emits."""
-    oh, ow = layer.out_hw
-    nic = 1 if layer.groups > 1 else -(-layer.in_shape[1] // t.tic)
-    return (layer.in_shape[0] * -(-oh // t.th) * -(-ow // t.tw) * -(-layer.out_channels // t.toc)
-            * nic)
 
 
 _CHOICES: ChoiceCache[ConvTile] = ChoiceCache()
@@ -257,8 +258,8 @@ def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> ConvTil
     The closed-form estimate ranks every candidate; when it puts the best within JUDGE_GAP of
     eq. 5's, both are lowered and timed by the full cycle model and the faster wins; beyond
     that the estimate decides (it is within -20 % / +40 % of the full model on the zoo's
-    convs, so a 2x estimated gap is a real one; tests/dnnvm/test_lowering.py checks it). Cached by layer geometry and
-    config; `extra` as conv_fit's (room for a fused epilogue)."""
+    convs, so a 2x estimated gap is a real one; tests/dnnvm/test_lowering.py checks it).
+    Cached by layer geometry and config; `extra` as conv_fit's (room for a fused epilogue)."""
     base = eq5_tile(layer, cfg, extra)
     if not cfg.tile_search:
         return base
@@ -376,9 +377,9 @@ class Lowering:
         self.b = ProgramBuilder(cfg, check)
         self.hz = Hazards(self.b)
         self.constants: dict[str, np.ndarray] = {}
-        self.rings = {Buf.IN: _Ring("IN", cfg.inp_slot), Buf.WGT: _Ring("WGT", cfg.wgt_slot),
-                      Buf.BIAS: _Ring("BIAS", cfg.bias_buf_bytes // 2),
-                      Buf.OUT: _Ring("OUT", cfg.out_buf_bytes // 2)}
+        self.rings = {Buf.IN: _Ring(cfg.inp_slot), Buf.WGT: _Ring(cfg.wgt_slot),
+                      Buf.BIAS: _Ring(cfg.bias_buf_bytes // 2),
+                      Buf.OUT: _Ring(cfg.out_buf_bytes // 2)}
         self._uid = 0
 
     # ---- DDR ------------------------------------------------------------------------------

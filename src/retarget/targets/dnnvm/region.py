@@ -15,15 +15,13 @@ from ...errors import TargetError, UnsupportedOpError
 from ...ir.graph import Node, Value
 from ...ops.quantized import ACCUMULATING_OPS
 from ...ops.registry import resolve_attrs
-from ..accel.graph_layers import conv_layer, dense_bias, dense_weight, requant_of
+from ..accel.graph_layers import (conv_layer, dense_bias, dense_weight, region_requantize_map,
+                                  requant_of)
 from ..accel.kernel import Binding, LayerInfo
 from ..accel.layers import Conv2d, Pool2d, Requant, RequantizeLayer, ResidualAdd
 from ..base import Region
 from .config import DNNVMConfig
 from .lower import ConvHead, FeatureMap, Lowering
-
-VIEW_OPS = ("Concat", "Flatten")
-
 
 def _nchw(v: Value) -> tuple[int, ...]:
     return tuple(int(d) for d in v.type.shape)
@@ -194,24 +192,6 @@ def _emission_units(region: Region, groups, skip: set[int]):
     return order
 
 
-def region_requantize_map(region: Region) -> dict[int, Node]:
-    """id(conv / dense node) -> the Requantize fused into it (both in the region)."""
-    consumers: dict[int, list[Node]] = {}
-    for n in region.nodes:
-        for v in n.inputs:
-            if v is not None:
-                consumers.setdefault(id(v), []).append(n)
-    fused = {}
-    for n in region.nodes:
-        if n.op in ACCUMULATING_OPS:
-            uses = consumers.get(id(n.outputs[0]), [])
-            if len(uses) != 1 or uses[0].op != "Requantize":
-                raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "
-                                  f"{region.name!r}")
-            fused[id(n)] = uses[0]
-    return fused
-
-
 def layer_of(n: Node, rq: Node | None):
     """The layer description of a node the overlay runs (None for views): Conv2d (dense
     layers as a 1x1 conv over one pixel of K features, for costing), Pool2d, ResidualAdd or
@@ -264,4 +244,4 @@ def _dense_as_conv(n: Node, rq: Node, x: FeatureMap) -> tuple[Conv2d, np.ndarray
     return layer, w.reshape(w.shape[0], x.c, x.h, x.w)
 
 
-__all__ = ["VIEW_OPS", "lower_region"]
+__all__ = ["layer_of", "lower_region", "pool_pads"]

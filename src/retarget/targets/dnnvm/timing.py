@@ -66,26 +66,8 @@ def insn_cost(cfg: DNNVMConfig, insn):
 
 
 def _costs(cfg: DNNVMConfig, body) -> tuple[list, ...]:
-    """insn_cost of every instruction as six columns (plus END's zeros), inlined: this loop is
-    a third of the model's time on a whole network."""
-    ovh, lat = cfg.insn_overhead, cfg.insn_overhead + cfg.ddr_latency
-    bpc, step, fill = cfg.ddr_bytes_per_cycle, cfg.step_cycles, cfg.conv_pipeline
-    hp, icp, ocp = cfg.h_p, cfg.ic_p, cfg.oc_p
-    rows = []
-    for insn in body:
-        kind = type(insn)
-        if kind is Load or kind is Save:
-            nb = insn.rows * insn.cols * insn.vec_bytes
-            row = (lat, -int(-nb // bpc), 0, 0,
-                   _BUFFER_OF[insn.buf] if kind is Load else OUT_BUFFER, nb)
-        elif kind is Conv:
-            ics = 1 if insn.depthwise else -(-insn.ic // icp)
-            busy = (-(-insn.out_h // hp) * insn.out_w * insn.kh * insn.kw * ics
-                    * -(-insn.oc // ocp)) * step
-            row = (ovh + fill + busy, 0, busy, 0, -1, 0)
-        else:
-            row = insn_cost(cfg, insn)
-        rows.append(row)
+    """insn_cost of every instruction as six columns (plus END's zeros)."""
+    rows = [insn_cost(cfg, insn) for insn in body]
     rows.append((0, 0, 0, 0, -1, 0))
     return tuple(list(col) for col in zip(*rows))
 
@@ -212,8 +194,4 @@ def _deadlock(insns, queues, heads) -> None:
     raise DeadlockError(f"dnnvm timing model: deadlock: {text}", blocked)
 
 
-def stream_cycles(stream, cfg: DNNVMConfig | None = None) -> int:
-    return simulate_timing(stream, cfg).total_cycles
-
-
-__all__ = ["conv_steps", "dma_cycles", "insn_cost", "simulate_timing", "stream_cycles"]
+__all__ = ["conv_steps", "dma_cycles", "insn_cost", "simulate_timing"]

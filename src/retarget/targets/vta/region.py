@@ -13,7 +13,8 @@ from ...ops.registry import resolve_attrs
 from ..base import Region
 from . import lower as L
 from .config import VTAConfig
-from ..accel.graph_layers import conv_layer, dense_bias, dense_weight, requant_of
+from ..accel.graph_layers import (conv_layer, dense_bias, dense_weight, region_requantize_map,
+                                  requant_of)
 from .kernel import Binding, LayerInfo, VTAKernel
 
 
@@ -46,22 +47,13 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     for i, v in enumerate(region.inputs):
         packed[id(v)] = ctx.input(f"in{i}", tuple(v.type.shape))
         inputs.append(Binding(v.name, f"in{i}", tuple(v.type.shape)))
-    consumers: dict[int, list[Node]] = {}
-    for n in region.nodes:
-        for v in n.inputs:
-            if v is not None:
-                consumers.setdefault(id(v), []).append(n)
-    fused: set[int] = set()
+    requantize_of = region_requantize_map(region)     # conv / dense -> its Requantize
+    fused = {id(rq) for rq in requantize_of.values()}
     for n in region.nodes:
         if id(n) in fused:
             continue
         if n.op in ACCUMULATING_OPS:
-            uses = consumers.get(id(n.outputs[0]), [])
-            if len(uses) != 1 or uses[0].op != "Requantize":
-                raise TargetError(f"{n.op} '{n.name}': its Requantize is not in region "
-                                  f"{region.name!r}")
-            rq = uses[0]
-            fused.add(id(rq))
+            rq = requantize_of[id(n)]
             x = packed.get(id(n.inputs[0]))
             if x is None:
                 raise TargetError(f"{n.op} '{n.name}': input {n.inputs[0].name!r} is not "
