@@ -10,7 +10,7 @@ stay O(1). They all take the same keywords:
 
     from retarget import zoo
     model = zoo.build("resnet18", size=64, num_classes=10)   # an onnx.ModelProto
-    zoo.NAMES    # resnet18 resnet50 resnet152 vgg11 vgg16 alexnet googlenet mobilenet_v1 mobilenet_v2
+    zoo.NAMES    # resnet18 resnet50 resnet152 vgg11 vgg16 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
                  # unet (ConvTranspose up-path) unet_resize (nearest Resize up-path)
 
 The model's input is named "input" (float32, batch x 3 x size x size) and its output "output".
@@ -22,7 +22,7 @@ from typing import Callable
 import onnx
 
 from .builder import OnnxBuilder, scaled
-from .classic import alexnet, vgg11, vgg16
+from .classic import alexnet, squeezenet, vgg11, vgg16
 from .googlenet import googlenet
 from .mobilenet import mobilenet_v1, mobilenet_v2
 from .resnet import resnet18, resnet50, resnet152
@@ -35,6 +35,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "vgg11": vgg11,
     "vgg16": vgg16,
     "alexnet": alexnet,
+    "squeezenet": squeezenet,
     "googlenet": googlenet,
     "mobilenet_v1": mobilenet_v1,
     "mobilenet_v2": mobilenet_v2,
@@ -44,7 +45,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 
 # The smallest input size each network accepts (its pools/strides need at least this much).
-MIN_SIZE = {"alexnet": 63, "unet": 8, "unet_resize": 8}
+MIN_SIZE = {"alexnet": 63, "squeezenet": 17, "unet": 8, "unet_resize": 8}
 
 
 def build(name: str, **kwargs) -> onnx.ModelProto:

@@ -75,3 +75,36 @@ def vgg16(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float
           opset: int = 17, seed: int = 0) -> onnx.ModelProto:
     """VGG-16 (configuration D), no batch norm. Needs size >= 32."""
     return _vgg("vgg16", size, batch, num_classes, width, opset, seed)
+
+
+def _fire(b: OnnxBuilder, x: str, squeeze: int, expand: int, scope: str) -> str:
+    """A Fire module: a 1x1 squeeze, then 1x1 and 3x3 expands concatenated on channels."""
+    s = b.relu(b.conv(x, squeeze, 1, f"{scope}.squeeze", bias=True), f"{scope}.squeeze_activation")
+    e1 = b.relu(b.conv(s, expand, 1, f"{scope}.expand1x1", bias=True),
+                f"{scope}.expand1x1_activation")
+    e3 = b.relu(b.conv(s, expand, 3, f"{scope}.expand3x3", bias=True),
+                f"{scope}.expand3x3_activation")
+    return b.concat([e1, e3], f"{scope}.cat")
+
+
+def squeezenet(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+               opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """SqueezeNet 1.1 (Iandola et al. 2016, torchvision's squeezenet1_1): Fire modules, ceil-mode
+    max-pools, and a 1x1 conv classifier averaged globally. Needs size >= 17."""
+    b = OnnxBuilder("squeezenet", opset, seed)
+    y = b.input("input", (batch, 3, size, size))
+    y = b.relu(b.conv(y, scaled(64, width), 3, "features.0", stride=2, pad=0, bias=True),
+               "features.1")
+    y = b.maxpool(y, 3, 2, "features.2", ceil=True)
+    # (torchvision index, squeeze, expand), or (index, None, None) for a max-pool
+    for idx, sq, ex in ((3, 16, 64), (4, 16, 64), (5, None, None), (6, 32, 128), (7, 32, 128),
+                        (8, None, None), (9, 48, 192), (10, 48, 192), (11, 64, 256),
+                        (12, 64, 256)):
+        if sq is None:
+            y = b.maxpool(y, 3, 2, f"features.{idx}", ceil=True)
+        else:
+            y = _fire(b, y, scaled(sq, width), scaled(ex, width), f"features.{idx}")
+    y = b.relu(b.conv(y, num_classes, 1, "classifier.1", bias=True), "classifier.2")
+    y = b.flatten(b.global_avgpool(y, "classifier.3"), "flatten")
+    b.output(y)
+    return b.model()

@@ -17,8 +17,8 @@ One class is then a single dense product, exactly im2col:
 
     acc[dsts] += X[dsts, R*BLOCK_IN] @ W[R*BLOCK_IN, BLOCK_OUT]
 
-and all classes (padded to a common size) run as one stacked np.matmul in float64, exact for
-int8 operands. When padding would waste too much, a chunked per-micro-op einsum is used instead.
+and all classes (padded to a common size) run as one stacked np.matmul in float32, exact (see
+EXACT_TERMS). When padding would waste too much, a chunked per-micro-op einsum is used instead.
 
 ALU plan: elementwise ops do depend on order when a destination is written twice or read after
 being written within one instruction. The plan splits the triple sequence into the fewest
@@ -43,13 +43,23 @@ MAX_TRIPLES_PER_CHUNK = 1 << 21
 MAX_PADDING_WASTE = 3.0
 DENSE_CHUNK = 8192
 PLAN_CACHE_SIZE = 512
+# Why float32 products are exact. An int8 x int8 product lies in [-2^14, 2^14] (-128 * -128 =
+# 2^14 is the extreme) and is exact in float32 (24-bit significand). A sum of K such products,
+# added in any order or blocking (BLAS reorders freely, with or without FMA), only ever holds
+# partial sums of some subset of the terms, each at most K * 2^14 in magnitude; every one is an
+# integer exactly representable in float32 while K * 2^14 <= 2^24, i.e. K <= 1024, and then each
+# addition is exact. So a GEMM sums at most EXACT_TERMS products per float32 matmul; longer
+# reductions are split into chunks whose exact results are added in int32, wrapping modulo 2^32
+# like the hardware's accumulator.
+EXACT_TERMS = (1 << 24) >> 14
 
 
 @dataclass(slots=True)
 class GemmPlan:
     """Index arrays for one (chunk of a) non-reset GEMM. Either `x_idx` is set (class mode) or
     `src`/`wgt`/`order`/`starts` are (dense mode)."""
-    dst: np.ndarray                 # acc entries written, unique; order matches the result rows
+    dst: np.ndarray | slice         # acc entries written, unique (a slice when consecutive);
+                                    # order matches the result rows
     x_idx: np.ndarray | None = None  # [C, M, R] entries of inp_f (pad = the zero entry)
     w_idx: np.ndarray | None = None  # [C, R] entries of wgt_t
     valid: np.ndarray | None = None  # flat rows of the [C*M] result that are real destinations
@@ -61,8 +71,8 @@ class GemmPlan:
 
 @dataclass(slots=True)
 class AluPlan:
-    dst: np.ndarray                  # per triple, in loop order
-    src: np.ndarray | None           # None when the operand is the immediate
+    dst: np.ndarray | slice          # per triple, in loop order (a slice when consecutive and
+    src: np.ndarray | slice | None   # hazard-free); src None when the operand is the immediate
     segments: tuple[int, ...]        # boundaries of hazard-free runs: (0, ..., N)
 
 
@@ -163,7 +173,7 @@ def _plan_gemm(insn: GemmInsn, mem: SimMemory, uops, y_lo, y_hi):
         # A reset touches only the accumulator: src/wgt of its micro-ops are not read.
         (dst,) = _triples(insn, uops, y_lo, y_hi, [(0, insn.dst_factor_out, insn.dst_factor_in)])
         _check_index("acc", dst, c.acc_depth, insn, uops, y_lo, "dst")
-        return np.unique(dst)
+        return _as_slice(np.unique(dst))
     dst, src, wgt = _triples(insn, uops, y_lo, y_hi, [
         (0, insn.dst_factor_out, insn.dst_factor_in),
         (1, insn.src_factor_out, insn.src_factor_in),
@@ -202,6 +212,15 @@ def _plan_classes(dst, src, wgt, pad_src: int) -> GemmPlan | None:
     uniq_dst = d[starts]
     w_seqs, cls = _unique_rows(W)
     n_cls = w_seqs.shape[0]
+    # Number the classes in order of their first destination: a conv tile's classes (one per
+    # output channel block) then write consecutive runs, and the result rows, in class order,
+    # land on one slice of the accumulator instead of a scatter.
+    first = np.full(n_cls, n_dst, dtype=np.int64)
+    np.minimum.at(first, cls, np.arange(n_dst))
+    renumber = np.empty(n_cls, dtype=np.int64)
+    renumber[np.argsort(first, kind="stable")] = np.arange(n_cls)
+    w_seqs[renumber] = w_seqs.copy()
+    cls = renumber[cls]
     sizes = np.bincount(cls, minlength=n_cls)
     m = int(sizes.max())
     if n_cls * m * r > MAX_PADDING_WASTE * n:
@@ -212,7 +231,15 @@ def _plan_classes(dst, src, wgt, pad_src: int) -> GemmPlan | None:
     x_idx[cls[by_cls], slot] = S[by_cls]
     flat = cls[by_cls] * m + slot
     valid = None if n_cls * m == n_dst else flat
-    return GemmPlan(dst=uniq_dst[by_cls], x_idx=x_idx, w_idx=w_seqs, valid=valid)
+    return GemmPlan(dst=_as_slice(uniq_dst[by_cls]), x_idx=x_idx, w_idx=w_seqs, valid=valid)
+
+
+def _as_slice(idx: np.ndarray) -> np.ndarray | slice:
+    """`idx` as a slice when it is a run of consecutive entries (indexing by a slice is a view,
+    much cheaper than a gather and scatter), else unchanged."""
+    if idx.size and idx[-1] - idx[0] == idx.size - 1 and np.all(np.diff(idx) == 1):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
 
 
 _ROW_HASH = np.random.default_rng(0x5eed).integers(1, 1 << 62, size=1 << 14, dtype=np.int64) | 1
@@ -246,25 +273,37 @@ def _execute_gemm(plan: GemmPlan, mem: SimMemory) -> None:
     b, k_in, k_out = mem.cfg.batch, mem.cfg.block_in, mem.cfg.block_out
     if plan.x_idx is not None:
         n_cls, m, r = plan.x_idx.shape
-        x = mem.inp_f[plan.x_idx]                      # [C, M, R, B, K_in]
-        if b == 1:
-            x = x.reshape(n_cls, m, r * k_in)
-        else:
-            x = x.transpose(0, 1, 3, 2, 4).reshape(n_cls, m * b, r * k_in)
-        w = mem.wgt_t[plan.w_idx].reshape(n_cls, r * k_in, k_out)
-        y = np.matmul(x, w).reshape(n_cls * m, b, k_out)
+        step = max(1, EXACT_TERMS // k_in)     # micro-ops per exact float32 product
+        y = None
+        for lo in range(0, r, step):
+            x_idx = plan.x_idx if step >= r else plan.x_idx[:, :, lo:lo + step]
+            w_idx = plan.w_idx if step >= r else plan.w_idx[:, lo:lo + step]
+            rc = x_idx.shape[2]
+            # np.take: several times faster than fancy indexing for these gathers
+            x = np.take(mem.inp_f, x_idx, axis=0)     # [C, M, rc, B, K_in]
+            if b == 1:
+                x = x.reshape(n_cls, m, rc * k_in)
+            else:
+                x = x.transpose(0, 1, 3, 2, 4).reshape(n_cls, m * b, rc * k_in)
+            w = np.take(mem.wgt_t, w_idx, axis=0).reshape(n_cls, rc * k_in, k_out)
+            part = np.matmul(x, w).astype(np.int32)   # exact integers below 2^24
+            y = part if y is None else np.add(y, part, out=y)   # int32: wraps like hardware
+        y = y.reshape(n_cls * m, b, k_out)
         if plan.valid is not None:
             y = y[plan.valid]
     else:
-        rows = np.empty((plan.src.size, b, k_out), dtype=np.float64)
+        rows = np.empty((plan.src.size, b, k_out), dtype=np.int64)
         for lo in range(0, plan.src.size, DENSE_CHUNK):
             hi = lo + DENSE_CHUNK
             rows[lo:hi] = np.einsum("nbk,nko->nbo", mem.inp_f[plan.src[lo:hi]],
-                                    mem.wgt_t[plan.wgt[lo:hi]])
+                                    mem.wgt_t[plan.wgt[lo:hi]])   # one micro-op: exact
         y = np.add.reduceat(rows[plan.order], plan.starts, axis=0)
-    # int64 then int32 wraps modulo 2^32, like the hardware's int32 accumulator.
+    # int32 addition wraps modulo 2^32, like the hardware's int32 accumulator.
     acc = mem.acc
-    acc[plan.dst] = (acc[plan.dst].astype(np.int64) + y.astype(np.int64)).astype(np.int32)
+    if isinstance(plan.dst, slice):
+        np.add(acc[plan.dst], y, out=acc[plan.dst], casting="unsafe")
+    else:
+        acc[plan.dst] = np.add(acc[plan.dst], y, dtype=np.int32, casting="unsafe")
 
 
 # ---- ALU ----------------------------------------------------------------------------------------
@@ -304,7 +343,11 @@ def _plan_alu(insn: AluInsn, mem: SimMemory, uops, y_lo, y_hi) -> AluPlan:
     _check_index("acc", dst, depth, insn, uops, y_lo, "dst")
     if src is not None:
         _check_index("acc", src, depth, insn, uops, y_lo, "src")
-    return AluPlan(dst=dst, src=src, segments=_hazard_free_segments(dst, src, depth))
+    segments = _hazard_free_segments(dst, src, depth)
+    if len(segments) == 2:    # one run: consecutive entries become slices (views, no gathers)
+        return AluPlan(dst=_as_slice(dst), src=None if src is None else _as_slice(src),
+                       segments=segments)
+    return AluPlan(dst=dst, src=src, segments=segments)
 
 
 def _hazard_free_segments(dst: np.ndarray, src: np.ndarray | None, depth: int) -> tuple[int, ...]:
@@ -354,6 +397,10 @@ def _execute_alu(op: AluOp, insn: AluInsn, plan: AluPlan, mem: SimMemory) -> Non
     acc = mem.acc
     imm = np.int32(insn.imm)
     seg = plan.segments
+    if isinstance(plan.dst, slice):
+        b = imm if plan.src is None else acc[plan.src]
+        acc[plan.dst] = alu_apply(op, acc[plan.dst], b)
+        return
     for lo, hi in zip(seg[:-1], seg[1:]):
         d = plan.dst[lo:hi]
         b = imm if plan.src is None else acc[plan.src[lo:hi]]

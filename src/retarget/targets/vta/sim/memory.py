@@ -7,10 +7,10 @@ SRAMs are typed NumPy arrays indexed by entry, exactly as the micro-ops index th
     wgt [wgt_depth, BLOCK_OUT, BLOCK_IN] int8
     acc [acc_depth, BATCH, BLOCK_OUT] int32   (the OUT buffer is acc narrowed on STORE)
 
-Next to inp and wgt the state keeps float64 mirrors laid out for matrix products (`inp_f` with
+Next to inp and wgt the state keeps float32 mirrors laid out for matrix products (`inp_f` with
 one extra all-zero entry used as padding, `wgt_t` transposed to [BLOCK_IN, BLOCK_OUT]). They are
-refreshed by every LOAD, so the vectorised GEMM never converts int8 data per instruction. Float64
-is exact here: a GEMM sums int8 x int8 products (< 2^14 each) over far fewer than 2^39 terms.
+refreshed by every LOAD, so the vectorised GEMM never converts int8 data per instruction. Why
+float32 is exact, and where the GEMM splits its sums to keep it so: compute.EXACT_TERMS.
 """
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ class SimMemory:
         self.inp = np.zeros((c.inp_depth, c.batch, c.block_in), dtype=np.int8)
         self.wgt = np.zeros((c.wgt_depth, c.block_out, c.block_in), dtype=np.int8)
         self.acc = np.zeros((c.acc_depth, c.batch, c.block_out), dtype=np.int32)
-        self.inp_f = np.zeros((c.inp_depth + 1, c.batch, c.block_in), dtype=np.float64)
-        self.wgt_t = np.zeros((c.wgt_depth, c.block_in, c.block_out), dtype=np.float64)
+        self.inp_f = np.zeros((c.inp_depth + 1, c.batch, c.block_in), dtype=np.float32)
+        self.wgt_t = np.zeros((c.wgt_depth, c.block_in, c.block_out), dtype=np.float32)
 
     @property
     def inp_pad_index(self) -> int:
