@@ -6,15 +6,17 @@ compile: ResNet-18 and ResNet-50 at 224 to a vta artifact (quantise, partition, 
 calibration excluded (timed apart and subtracted, as in bench_vta_e2e.py); the schedule cache
 is cleared before each run, so every run searches as a fresh process would.
 
-sim: the vta tasks of one inference (the simulator's wall time as the executor profiles it; the
-CPU regions excluded), after a first run that uploads the kernels and builds each program's
-execution plan, as a deployed model runs. Networks: ResNet-18, ResNet-50, MobileNet v1 and
+sim: the vta tasks of one inference (the device's time per task, TaskRecord.seconds: the
+simulator, as upstream's C++ simulator is timed; the "region" column adds the host's packing of
+inputs and outputs; CPU regions excluded), after a first run that uploads the kernels and
+records each stream's steps (sim/replay.py), as a deployed model runs. Networks: ResNet-18, ResNet-50, MobileNet v1 and
 SqueezeNet 1.1 at 224, and ResNet-18 at 64x64. gmacs counts the GEMM core's MACs (GEMM micro-op
 executions x BATCH x BLOCK_IN x BLOCK_OUT), padding included, as the C++ simulator would.
 
 Goals (issue 17): ResNet-50 compile <= 1 s; simulation of ResNet-18 @224 <= 0.4 s and ResNet-50
 @224 <= 0.55 s (upstream's C++ simulator: 0.45 / 0.61 s); <= 10 us per instruction on small
-tasks. --json writes the medians:
+tasks (measured on a stream of one-block instructions, where arithmetic is negligible; printed,
+not in the JSON). --json writes the medians:
 {"compile_s": {"resnet18@224": s, "resnet50@224": s},
  "sim": {"<net>@<size>": {"s": s, "insns": n, "us_per_insn": us, "gmacs": G}}}
 """
@@ -30,12 +32,16 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_vta_e2e import compile_steps  # noqa: E402
+from bench_vta_sim import gemm_reference, gemm_stream  # noqa: E402
+
+from retarget.targets.vta.sim import Simulator  # noqa: E402
 
 from retarget.targets.vta.lower import tuning  # noqa: E402
 
@@ -68,16 +74,43 @@ def bench_sim(name: str, size: int, spec: str, runs: int):
     x = {v.name: np.random.default_rng(1).standard_normal(v.type.shape).astype(v.type.dtype)
          for v in module.graph.inputs}
     module.run(x)   # uploads the kernels, builds the execution plans
-    secs, insns, gemm = [], 0, 0
+    secs, region_secs, insns, gemm = [], [], 0, 0
     for _ in range(runs):
         module.run(x)
         prof = [p for p in module.profile if p.target != "cpu"]
-        secs.append(sum(p.seconds for p in prof))
+        secs.append(sum(p.task_seconds for p in prof))
+        region_secs.append(sum(p.seconds for p in prof))
         insns = sum(p.counters.get("instructions", 0) for p in prof)
         gemm = sum(p.counters.get("gemm_counter", 0) for p in prof)
     module.close()
     macs = gemm * cfg.batch * cfg.block_in * cfg.block_out
-    return spread(secs), insns, macs
+    return spread(secs), statistics.median(region_secs), insns, macs
+
+
+def bench_overhead(spec: str, runs: int):
+    """Per-instruction cost of a stream of one-block instructions (a 128^3 GEMM tiled 16^3:
+    every LOAD moves one 16x16 block, every GEMM is one micro-op), where arithmetic is
+    negligible: (cold us/insn on a fresh simulator, warm min/median/max, instructions)."""
+    from retarget.targets.registry import get_target
+    cfg = get_target(spec).config
+    size = 8 * cfg.block_in
+    prog = gemm_stream(cfg, size, size, size, cfg.block_in, shift=8)
+    rng = np.random.default_rng(0)
+    data = {k: rng.integers(-128, 128, prog.buffers[k].shape).astype(np.int8) for k in "xw"}
+    image, stream = prog.dram_image(data), prog.stream()
+    sim = Simulator(cfg, dram=image.copy())
+    t0 = time.perf_counter()
+    sim.run(stream)
+    cold = time.perf_counter() - t0
+    warm = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sim.run(stream)
+        warm.append(time.perf_counter() - t0)
+    if not np.array_equal(prog.read(sim.dram, "y"), gemm_reference(data["x"], data["w"], 8)):
+        raise SystemExit("overhead stream: result differs from NumPy")
+    n = len(prog.insns)
+    return cold / n * 1e6, [t / n * 1e6 for t in spread(warm)], n
 
 
 def main() -> int:
@@ -104,17 +137,21 @@ def main() -> int:
             print(f"  {key:<16} {lo:7.3f} {med:7.3f} {hi:7.3f}   {parts}{mark}", flush=True)
     if not a.skip_sim:
         print(f"\nsimulate the vta tasks of one inference on {spec}, {a.runs} runs after a warm-up")
-        print(f"  {'network':<16} {'min s':>7} {'median':>7} {'max s':>7} {'insns':>7} "
-              f"{'us/insn':>8} {'GMAC/s':>7}")
+        print(f"  {'network':<16} {'min s':>7} {'median':>7} {'max s':>7} {'region':>7} "
+              f"{'insns':>7} {'us/insn':>8} {'GMAC/s':>7}")
         for name, size in SIM_NETS:
-            (lo, med, hi), insns, macs = bench_sim(name, size, spec, a.runs)
+            (lo, med, hi), region, insns, macs = bench_sim(name, size, spec, a.runs)
             key = f"{name}@{size}"
             out["sim"][key] = {"s": med, "insns": insns, "us_per_insn": med / insns * 1e6,
                                "gmacs": macs / med / 1e9}
             goal = GOALS.get(f"sim {key}")
             mark = "" if goal is None else f"  goal <= {goal}: {'met' if med <= goal else 'MISSED'}"
-            print(f"  {key:<16} {lo:7.3f} {med:7.3f} {hi:7.3f} {insns:7d} "
+            print(f"  {key:<16} {lo:7.3f} {med:7.3f} {hi:7.3f} {region:7.3f} {insns:7d} "
                   f"{med / insns * 1e6:8.1f} {macs / med / 1e9:7.2f}{mark}", flush=True)
+        cold, (lo, med, hi), n = bench_overhead(spec, a.runs)
+        print(f"\nper-instruction cost, {n} one-block instructions (GEMM 128^3 tiled 16^3): "
+              f"first run {cold:.1f} us, later runs {lo:.1f} / {med:.1f} / {hi:.1f} us "
+              f"(min / median / max)  goal <= 10: {'met' if med <= 10 else 'MISSED'}")
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2) + "\n")
         print(f"\nwrote {a.json}")

@@ -37,6 +37,7 @@ class RegionProfile:
     bytes_in: int = 0       # host -> device
     bytes_out: int = 0      # device -> host
     tasks: int = 0
+    task_seconds: float = 0.0   # device time of its tasks (TaskRecord.seconds), packing excluded
     counters: dict[str, int] = field(default_factory=dict)  # summed device counters
 
 
@@ -149,6 +150,7 @@ class Executor:
                               f"({type(e).__name__}: {e})") from None
         prof.tasks = len(records)
         for rec in records:
+            prof.task_seconds += rec.seconds
             for key, n in rec.counters.items():
                 prof.counters[key] = prof.counters.get(key, 0) + int(n)
         for v in region.outputs:

@@ -150,9 +150,15 @@ def _check_index(name: str, idx: np.ndarray, depth: int, insn, uops, y_lo: int,
 
 def run_gemm(insn: GemmInsn, mem: SimMemory, cache: PlanCache) -> None:
     """Execute one GEMM instruction (reset or multiply-accumulate) on `mem`."""
+    execute_gemm(insn, gemm_plans(insn, mem, cache)[1], mem)
+
+
+def gemm_plans(insn: GemmInsn, mem: SimMemory, cache: PlanCache) -> tuple[bytes, list]:
+    """(the micro-ops the instruction reads, as bytes; its plans, one per chunk of y)."""
     _check_uop_range(insn, mem)
     uops = mem.uop[insn.uop_bgn:insn.uop_end]
     uop_key = uops.tobytes()
+    plans = []
     for y_lo, y_hi in _y_chunks(insn):
         key = ("gemm", insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
@@ -161,6 +167,12 @@ def run_gemm(insn: GemmInsn, mem: SimMemory, cache: PlanCache) -> None:
         if plan is None:
             plan = _plan_gemm(insn, mem, uops, y_lo, y_hi)
             cache.put(key, plan)
+        plans.append(plan)
+    return uop_key, plans
+
+
+def execute_gemm(insn: GemmInsn, plans: list, mem: SimMemory) -> None:
+    for plan in plans:
         if insn.reset:
             mem.acc[plan] = 0
         else:
@@ -310,18 +322,24 @@ def _execute_gemm(plan: GemmPlan, mem: SimMemory) -> None:
 
 def run_alu(insn: AluInsn, mem: SimMemory, cache: PlanCache) -> None:
     """Execute one ALU instruction on the accumulator."""
+    execute_alu(insn, alu_plans(insn, mem, cache)[1], mem)
+
+
+def alu_plans(insn: AluInsn, mem: SimMemory, cache: PlanCache) -> tuple[bytes, list[AluPlan]]:
+    """Check the instruction's fields; (the micro-ops it reads, as bytes; its plans)."""
     if insn.reset:
         raise SimFault("ALU with reset_reg=1 is not defined by the spec (only GEMM resets)")
     if not -(1 << 15) <= insn.imm < (1 << 15):
         raise SimFault(f"imm {insn.imm} does not fit the signed 16-bit immediate")
     try:
-        op = AluOp(insn.alu_op)
+        AluOp(insn.alu_op)
     except ValueError:
         raise SimFault(f"unknown ALU opcode {insn.alu_op}; known: "
                        + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
     _check_uop_range(insn, mem)
     uops = mem.uop[insn.uop_bgn:insn.uop_end]
     uop_key = uops.tobytes()
+    plans = []
     for y_lo, y_hi in _y_chunks(insn):
         key = ("alu", insn.use_imm, insn.uop_bgn, insn.uop_end, insn.iter_in,
                insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
@@ -330,6 +348,13 @@ def run_alu(insn: AluInsn, mem: SimMemory, cache: PlanCache) -> None:
         if plan is None:
             plan = _plan_alu(insn, mem, uops, y_lo, y_hi)
             cache.put(key, plan)
+        plans.append(plan)
+    return uop_key, plans
+
+
+def execute_alu(insn: AluInsn, plans: list[AluPlan], mem: SimMemory) -> None:
+    op = AluOp(insn.alu_op)
+    for plan in plans:
         _execute_alu(op, insn, plan, mem)
 
 
@@ -397,7 +422,7 @@ def _execute_alu(op: AluOp, insn: AluInsn, plan: AluPlan, mem: SimMemory) -> Non
     acc = mem.acc
     imm = np.int32(insn.imm)
     seg = plan.segments
-    if isinstance(plan.dst, slice):
+    if len(seg) == 2:     # one hazard-free run (its indices may be slices)
         b = imm if plan.src is None else acc[plan.src]
         acc[plan.dst] = alu_apply(op, acc[plan.dst], b)
         return

@@ -99,10 +99,10 @@ class SimMemory:
 
     # ---- LOAD ----------------------------------------------------------------------------------
 
-    def load(self, insn: MemInsn) -> int:
-        """Execute a LOAD; returns the DRAM bytes it read (padding excluded)."""
-        if insn.x_size == 0:
-            return 0  # a token carrier: does nothing but move dependency tokens
+    def prepare_load(self, insn: MemInsn) -> "PreparedLoad":
+        """Check a LOAD with x_size > 0 (SRAM range, DRAM bounds, confinement) and resolve it to
+        views of the SRAM and DRAM arrays; run_load then moves the data. A prepared load stays
+        valid while the arrays do (a replayed stream runs its prepared loads again)."""
         sram, elem_bytes, name = self._target(insn.memory_type)
         depth = sram.shape[0]
         rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
@@ -112,59 +112,71 @@ class SimMemory:
             raise SimFault(f"{name} SRAM index out of range: the load writes entries "
                            f"[{insn.sram_base}, {insn.sram_base + total}) ({rows} rows x {width} "
                            f"incl. padding) but the {name} buffer has depth {depth}")
-        data = self._read_dram(insn, elem_bytes) if insn.y_size else None
+        raw, dram = self._read_dram(insn, elem_bytes) if insn.y_size else (None, None)
         region = sram[insn.sram_base:insn.sram_base + total].reshape((rows, width) + sram.shape[1:])
         y0, y1 = insn.y_pad_0, insn.y_pad_0 + insn.y_size
         x0, x1 = insn.x_pad_0, insn.x_pad_0 + insn.x_size
-        region[:y0] = 0
-        region[y1:] = 0
-        region[y0:y1, :x0] = 0
-        region[y0:y1, x1:] = 0
-        if data is not None:
-            region[y0:y1, x0:x1] = self._decode_elements(insn.memory_type, data, region.shape[2:])
-        # Keep the float mirrors in step with the int8 buffers they shadow.
+        pads = tuple(v for v in (region[:y0], region[y1:], region[y0:y1, :x0],
+                                 region[y0:y1, x1:]) if v.size)
         lo, hi = insn.sram_base, insn.sram_base + total
+        mirror = None   # keep the float mirrors in step with the int8 buffers they shadow
         if insn.memory_type is MemType.INP:
-            self.inp_f[lo:hi] = self.inp[lo:hi]
+            mirror = (self.inp_f[lo:hi], self.inp[lo:hi])
         elif insn.memory_type is MemType.WGT:
-            self.wgt_t[lo:hi] = self.wgt[lo:hi].transpose(0, 2, 1)
-        return insn.y_size * insn.x_size * elem_bytes
+            mirror = (self.wgt_t[lo:hi], self.wgt[lo:hi].transpose(0, 2, 1))
+        data = region[y0:y1, x0:x1]
+        if raw is not None and insn.memory_type is not MemType.UOP:
+            raw = self._element_view(insn.memory_type, raw, data.shape[2:])
+        return PreparedLoad(insn.memory_type, data, raw, pads, mirror, dram)
 
-    def _read_dram(self, insn: MemInsn, elem_bytes: int) -> np.ndarray:
-        """The y_size x x_size elements a LOAD reads, as a [y, x, elem_bytes] uint8 view."""
+    def run_load(self, p: "PreparedLoad") -> None:
+        for pad in p.pads:
+            pad[...] = 0
+        if p.raw is not None:
+            if p.memory_type is MemType.UOP:
+                p.data[...] = self._decode_uops(p.raw)
+            else:   # ACC_8BIT sign-extends int8 to int32 here
+                np.copyto(p.data, p.raw)
+        if p.mirror is not None:
+            np.copyto(*p.mirror)
+
+    def _read_dram(self, insn: MemInsn, elem_bytes: int) -> tuple[np.ndarray, tuple[int, int]]:
+        """The y_size x x_size elements a LOAD reads, as a [y, x, elem_bytes] uint8 view, and
+        the byte range they span."""
         base = insn.dram_base * elem_bytes
-        self._dram_rows(base, insn.y_size, insn.x_size * elem_bytes, insn.x_stride * elem_bytes,
+        span = self._dram_rows(base, insn.y_size, insn.x_size * elem_bytes, insn.x_stride * elem_bytes,
                         f"LOAD {insn.memory_type.name} of {insn.y_size} rows x {insn.x_size} "
                         f"elements ({elem_bytes} B each, stride {insn.x_stride}) from element "
                         f"{insn.dram_base}")
         return self._dram_view(base, (insn.y_size, insn.x_size, elem_bytes),
-                               (insn.x_stride * elem_bytes, elem_bytes, 1))
+                               (insn.x_stride * elem_bytes, elem_bytes, 1)), span
 
     def _dram_view(self, base: int, shape, strides) -> np.ndarray:
         """A strided view of DRAM (callers bounds-check first). np.ndarray over the buffer is
         ~50x cheaper than as_strided, which matters for streams of many small transfers."""
         return np.ndarray(shape, dtype=np.uint8, buffer=self.dram, offset=base, strides=strides)
 
-    def _decode_elements(self, mtype: MemType, raw: np.ndarray, elem_shape: tuple[int, ...]):
-        """uint8 [y, x, bytes] -> the SRAM's element type and shape."""
+    @staticmethod
+    def _element_view(mtype: MemType, raw: np.ndarray, elem_shape: tuple[int, ...]) -> np.ndarray:
+        """uint8 [y, x, bytes] DRAM view -> a view of the same bytes as SRAM elements (int8 for
+        INP, WGT and ACC_8BIT, little-endian int32 for ACC); no copy."""
         y, x = raw.shape[:2]
-        raw = np.ascontiguousarray(raw)
-        if mtype in (MemType.INP, MemType.WGT):
-            return raw.view(np.int8).reshape((y, x) + elem_shape)
-        if mtype is MemType.ACC:
-            return raw.view("<i4").reshape((y, x) + elem_shape)
-        if mtype is MemType.ACC_8BIT:
-            return raw.view(np.int8).astype(np.int32).reshape((y, x) + elem_shape)
-        # UOP: 32-bit little-endian words, decoded with the ISA's own field layout.
-        dst, src, wgt = decode_uops(raw.view("<u4").reshape(-1), self.layout)
+        dtype = "<i4" if mtype is MemType.ACC else np.int8
+        return raw.view(dtype).reshape((y, x) + elem_shape)
+
+    def _decode_uops(self, raw: np.ndarray) -> np.ndarray:
+        """uint8 [y, x, 4] -> [y, x, 3] (dst, src, wgt): 32-bit little-endian words decoded
+        with the ISA's own field layout."""
+        y, x = raw.shape[:2]
+        words = np.ascontiguousarray(raw).view("<u4").reshape(-1)
+        dst, src, wgt = decode_uops(words, self.layout)
         return np.stack([dst, src, wgt], axis=-1).reshape(y, x, 3)
 
     # ---- STORE ---------------------------------------------------------------------------------
 
-    def store(self, insn: MemInsn) -> int:
-        """Execute a STORE of OUT (acc narrowed to int8, wrapping); returns bytes written."""
-        if insn.x_size == 0:
-            return 0  # a token carrier
+    def prepare_store(self, insn: MemInsn) -> "PreparedStore | None":
+        """Check a STORE of OUT (acc narrowed to int8, wrapping) and resolve it to (accumulator
+        entries, DRAM rows); None when it writes nothing."""
         if insn.memory_type is not MemType.OUT:
             raise SimFault(f"STORE supports only the OUT buffer, not {insn.memory_type.name}")
         if insn.y_pad_0 or insn.y_pad_1 or insn.x_pad_0 or insn.x_pad_1:
@@ -176,21 +188,51 @@ class SimMemory:
                            f"[{insn.sram_base}, {insn.sram_base + n}) but the out buffer has "
                            f"depth {depth}")
         if n == 0:
-            return 0
+            return None
         elem_bytes = self.cfg.out_elem_bytes
         base = insn.dram_base * elem_bytes
-        self._dram_rows(base, insn.y_size, insn.x_size * elem_bytes, insn.x_stride * elem_bytes,
-                        f"STORE OUT of {insn.y_size} rows x {insn.x_size} elements "
-                        f"({elem_bytes} B each, stride {insn.x_stride}) to element "
-                        f"{insn.dram_base}")
-        # astype(int8) keeps the low 8 bits of each int32 lane: the hardware's truncation.
-        narrowed = self.acc[insn.sram_base:insn.sram_base + n].astype(np.int8)
-        rows = narrowed.view(np.uint8).reshape(insn.y_size, insn.x_size * elem_bytes)
+        span = self._dram_rows(base, insn.y_size, insn.x_size * elem_bytes,
+                               insn.x_stride * elem_bytes, f"STORE OUT of {insn.y_size} rows x {insn.x_size} elements "
+                               f"({elem_bytes} B each, stride {insn.x_stride}) to element "
+                               f"{insn.dram_base}")
         row_bytes, stride = insn.x_size * elem_bytes, insn.x_stride * elem_bytes
+        acc = self.acc[insn.sram_base:insn.sram_base + n]
         if stride >= row_bytes:
-            self._dram_view(base, rows.shape, (stride, 1))[...] = rows
+            rows = self._dram_view(base, (insn.y_size, row_bytes), (stride, 1))
+        else:   # overlapping DRAM rows: written one by one, in order, so later rows win
+            rows = [self.dram[base + y * stride:base + y * stride + row_bytes]
+                    for y in range(insn.y_size)]
+        return PreparedStore(acc, (insn.y_size, row_bytes), rows, span)
+
+    def run_store(self, p: "PreparedStore") -> None:
+        # astype(int8) keeps the low 8 bits of each int32 lane: the hardware's truncation.
+        narrowed = p.acc.astype(np.int8).view(np.uint8).reshape(p.shape)
+        if isinstance(p.rows, np.ndarray):
+            p.rows[...] = narrowed
         else:
-            # Overlapping DRAM rows: write them in order so later rows win, as in hardware.
-            for y in range(insn.y_size):
-                self.dram[base + y * stride:base + y * stride + row_bytes] = rows[y]
-        return n * elem_bytes
+            for y, row in enumerate(p.rows):
+                row[...] = narrowed[y]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedLoad:
+    """A checked LOAD as views: `data` (the SRAM entries written from DRAM) and `raw` (the DRAM
+    elements it reads, typed like the SRAM's, or for UOP the raw bytes [y, x, 4]; None when
+    nothing is read), the `pads` set to zero, and the float `mirror` (destination, source)
+    refreshed after it."""
+    memory_type: MemType
+    data: np.ndarray
+    raw: np.ndarray | None
+    pads: tuple[np.ndarray, ...]
+    mirror: tuple[np.ndarray, np.ndarray] | None
+    dram: tuple[int, int] | None        # the DRAM byte range read, [lo, hi)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedStore:
+    """A checked STORE: the accumulator entries it narrows and the DRAM rows it writes (one
+    strided view, or a list of row views when rows overlap)."""
+    acc: np.ndarray
+    shape: tuple[int, int]
+    rows: np.ndarray | list[np.ndarray]
+    dram: tuple[int, int]               # the DRAM byte range written, [lo, hi)

@@ -10,7 +10,9 @@ cannot be satisfied stops with a DeadlockError naming each blocked instruction, 
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, fields
+from functools import partial
 
 import numpy as np
 
@@ -19,9 +21,11 @@ from ..config import VTAConfig
 from ..disasm import format_insn
 from ..isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
                    Opcode, decode_insn, layout_for)
-from .compute import PlanCache, run_alu, run_gemm
+from .compute import (PlanCache, alu_plans, execute_alu, execute_gemm, gemm_plans, run_alu,
+                      run_gemm)
 from .errors import DeadlockError, SimFault, SimulationError
 from .memory import SimMemory
+from .replay import Replay, guarded
 
 MODULES = ("load", "compute", "store")
 QUEUES = ("l2g", "g2l", "g2s", "s2g")
@@ -36,6 +40,7 @@ _DEP_QUEUES = {
 }
 _FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
 DECODE_CACHE_SIZE = 1 << 16
+REPLAY_CACHE_SIZE = 16    # streams whose recorded steps a simulator keeps (replay.py)
 # Fields that hold a count, size, index or address (all must be non-negative ints).
 _UNSIGNED_FIELDS = {
     cls: tuple(f.name for f in fields(cls) if f.name not in
@@ -161,7 +166,8 @@ def stream_work(insns, cfg: VTAConfig) -> int:
 
 
 class Simulator:
-    """One VTA instance: its memory (DRAM + SRAMs, persistent across runs) and a plan cache.
+    """One VTA instance: its memory (DRAM + SRAMs, persistent across runs), a plan cache and the
+    recorded steps of the streams it ran (replay.py).
 
     `dram` may be given (a contiguous uint8 array, e.g. a device's memory, used in place);
     otherwise `dram_bytes` (default cfg.dram_bytes) of zeroed memory is created.
@@ -175,6 +181,7 @@ class Simulator:
         self.mem = SimMemory(cfg, dram)
         self.plans = PlanCache()
         self._decoded: dict[bytes, Insn] = {}
+        self._replays: OrderedDict[bytes, Replay] = OrderedDict()
         self.totals = SimCounters()   # summed over every run
 
     @property
@@ -183,7 +190,15 @@ class Simulator:
 
     def run(self, stream) -> SimResult:
         """Execute an instruction stream (bytes or a list of instruction dataclasses) until
-        FINISH. Raises SimulationError (a DeviceError) naming the instruction on any fault."""
+        FINISH. Raises SimulationError (a DeviceError) naming the instruction on any fault.
+        A byte stream that ran before replays its recorded steps (replay.py)."""
+        key = _stream_key(stream)
+        replay = self._replays.get(key) if key is not None else None
+        if replay is not None and replay.admits(self.mem.confine):
+            self._replays.move_to_end(key)
+            result = replay.run(_fail)
+            self.totals.add(result.counters)
+            return result
         insns, from_bytes = decode(stream, self.cfg, self._decoded)
         queues_of = []
         program: dict[str, list[int]] = {m: [] for m in MODULES}
@@ -202,16 +217,27 @@ class Simulator:
                     (pops if k < 2 else pushes).append(dq[k])
             queues_of.append((tuple(pops), tuple(pushes)))
             program[module].append(i)
-        check_device_work(f"VTA stream of {len(insns)} instruction(s)", stream_work(insns, self.cfg))
-        return self._execute(insns, program, queues_of)
+        label = f"VTA stream of {len(insns)} instruction(s)"
+        work = stream_work(insns, self.cfg)
+        check_device_work(label, work)
+        result, steps, ranges = self._execute(insns, program, queues_of)
+        if key is not None:
+            lo, hi = (np.array(v, dtype=np.int64).reshape(-1) for v in zip(*ranges)) \
+                if ranges else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            self._replays[key] = Replay(steps, result, work, label, lo, hi)
+            if len(self._replays) > REPLAY_CACHE_SIZE:
+                self._replays.popitem(last=False)
+        return result
 
-    def _execute(self, insns, program, queues_of) -> SimResult:
+    def _execute(self, insns, program, queues_of):
+        """The checked run: (result, the steps it ran in order, DRAM byte ranges touched)."""
         counters = SimCounters()
         tokens = [0, 0, 0, 0]
         lists = [program[m] for m in MODULES]
         heads = [0, 0, 0]
         finish_index = -1
         executed = 0
+        steps, ranges = [], []
         while True:
             # The runnable head instruction earliest in the stream goes next.
             best, best_m = None, -1
@@ -228,9 +254,16 @@ class Simulator:
             for q in pops:
                 tokens[q] -= 1
             try:
-                self._step(insn, counters)
+                step, dram_range = self._prepare(insn)
+                if step is not None:
+                    step()
             except SimFault as e:
                 raise _fail(i, insn, str(e)) from None
+            if step is not None:
+                steps.append((i, insn, step))
+            if dram_range is not None:
+                ranges.append(dram_range)
+            _count(insn, counters, self.cfg)
             for q in pushes:
                 tokens[q] += 1
             heads[best_m] += 1
@@ -265,34 +298,65 @@ class Simulator:
                                   f"after them in the stream and wait for them through tokens",
                                   finish_index)
         self.totals.add(counters)
-        return SimResult(counters, executed, finish_index,
-                         {k: v for k, v in queue_counts.items() if v})
+        result = SimResult(counters, executed, finish_index,
+                           {k: v for k, v in queue_counts.items() if v})
+        return result, steps, ranges
 
-    def _step(self, insn, counters: SimCounters) -> None:
+    def _prepare(self, insn):
+        """Check `insn` against the machine's state and resolve it to a step (a callable that
+        executes it; None if it moves no data) and the DRAM byte range it touches (or None)."""
         mem = self.mem
         if isinstance(insn, MemInsn):
+            if insn.x_size == 0:
+                return None, None   # a token carrier: moves nothing but dependency tokens
             if insn.opcode is Opcode.STORE:
-                counters.out_store_nbytes += mem.store(insn)
-                return
-            nbytes = mem.load(insn)
-            mt = insn.memory_type
-            if mt is MemType.INP:
-                counters.inp_load_nbytes += nbytes
-            elif mt is MemType.WGT:
-                counters.wgt_load_nbytes += nbytes
-            elif mt is MemType.UOP:
-                counters.uop_load_nbytes += nbytes
-            elif mt is MemType.ACC_8BIT:   # upstream counts the SRAM element, not DRAM bytes
-                counters.acc_load_nbytes += insn.y_size * insn.x_size * self.cfg.acc_elem_bytes
-            else:
-                counters.acc_load_nbytes += nbytes
-        elif isinstance(insn, GemmInsn):
-            run_gemm(insn, mem, self.plans)
-            if not insn.reset:
-                counters.gemm_counter += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
-        elif isinstance(insn, AluInsn):
-            run_alu(insn, mem, self.plans)
-            counters.alu_counter += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+                p = mem.prepare_store(insn)
+                return (None, None) if p is None else (partial(mem.run_store, p), p.dram)
+            p = mem.prepare_load(insn)
+            return partial(mem.run_load, p), p.dram
+        if isinstance(insn, GemmInsn):
+            uops, plans = gemm_plans(insn, mem, self.plans)
+            return guarded(mem.uop[insn.uop_bgn:insn.uop_end], uops,
+                           partial(execute_gemm, insn, plans, mem),
+                           partial(run_gemm, insn, mem, self.plans)), None
+        if isinstance(insn, AluInsn):
+            uops, plans = alu_plans(insn, mem, self.plans)
+            return guarded(mem.uop[insn.uop_bgn:insn.uop_end], uops,
+                           partial(execute_alu, insn, plans, mem),
+                           partial(run_alu, insn, mem, self.plans)), None
+        return None, None   # FINISH
+
+
+def _stream_key(stream) -> bytes | None:
+    """The bytes a replay is recorded under (None for a list of instruction objects)."""
+    if isinstance(stream, np.ndarray):
+        return stream.astype(np.uint8, copy=False).tobytes()
+    if isinstance(stream, (bytes, bytearray, memoryview)):
+        return bytes(stream)
+    return None
+
+
+def _count(insn, counters: SimCounters, cfg: VTAConfig) -> None:
+    """Add what `insn` contributes to the published counters (from its fields alone)."""
+    if isinstance(insn, MemInsn):
+        n = insn.y_size * insn.x_size
+        if insn.opcode is Opcode.STORE:
+            counters.out_store_nbytes += n * cfg.out_elem_bytes
+            return
+        mt = insn.memory_type
+        if mt is MemType.INP:
+            counters.inp_load_nbytes += n * cfg.inp_elem_bytes
+        elif mt is MemType.WGT:
+            counters.wgt_load_nbytes += n * cfg.wgt_elem_bytes
+        elif mt is MemType.UOP:
+            counters.uop_load_nbytes += n * cfg.uop_elem_bytes
+        else:   # ACC, and ACC_8BIT: upstream counts the SRAM element, not DRAM bytes
+            counters.acc_load_nbytes += n * cfg.acc_elem_bytes
+    elif isinstance(insn, GemmInsn):
+        if not insn.reset:
+            counters.gemm_counter += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+    elif isinstance(insn, AluInsn):
+        counters.alu_counter += insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
 
 
 def run_stream(cfg: VTAConfig, dram: np.ndarray, stream) -> SimResult:
