@@ -63,6 +63,9 @@ class ChoiceCache(Generic[T]):
     def clear(self) -> None:
         self._data.clear()
 
+    def keys(self) -> list[Hashable]:
+        return list(self._data)
+
     def __len__(self) -> int:
         return len(self._data)
 

@@ -29,8 +29,8 @@ from ..accel.program import (DTYPES, DramBuffer, count, layout_from_json, layout
                              read_buffer, write_buffers)
 from .config import PRESETS, VTAConfig
 from .isa import (ITER_BITS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
-                  FinishInsn, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, encode_insn,
-                  encode_stream, encode_uops, layout_for, stage_of)
+                  FinishInsn, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, check_insn,
+                  encode_stream, encode_uops, layout_for, stage_of, with_deps)
 
 _STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store"}
 
@@ -288,11 +288,11 @@ class StreamBuilder:
             raise TargetError("the stream is finished; start a new StreamBuilder")
         stage = stage_of(insn)
         if self._pending_prev[stage] or self._pending_next[stage]:
-            insn = replace(insn, deps=replace(insn.deps, pop_prev=self._pending_prev[stage],
-                                              pop_next=self._pending_next[stage]))
+            insn = with_deps(insn, pop_prev=self._pending_prev[stage],
+                             pop_next=self._pending_next[stage])
             self._pending_prev[stage] = self._pending_next[stage] = False
         index = len(self.insns)
-        encode_insn(insn, self.layout, index)   # every field fits, or a clear IsaError now
+        check_insn(insn, self.layout, index)   # every field fits, or a clear IsaError now
         self.insns.append(insn)
         return index
 
@@ -465,7 +465,7 @@ class StreamBuilder:
         self.stats["token_noops"] += 1
         insn = MemInsn(opcode, Deps(pop_prev, pop_next, push_prev, push_next), mtype, 0, 0, 0, 0, 0)
         index = len(self.insns)
-        encode_insn(insn, self.layout, index)
+        check_insn(insn, self.layout, index)
         self.insns.append(insn)
         return index
 
@@ -495,7 +495,7 @@ class StreamBuilder:
             last = self.insns[-1]
             if stage_of(last) == frm and not isinstance(last, FinishInsn) \
                     and not getattr(last.deps, flag):
-                self.insns[-1] = replace(last, deps=replace(last.deps, **{flag: True}))
+                self.insns[-1] = with_deps(last, **{flag: True})
                 return
         self._noop(frm, **{flag: True})
 
@@ -525,6 +525,6 @@ class StreamBuilder:
         for i in self._uop_loads:
             insn = self.insns[i]
             self.insns[i] = replace(insn, dram_base=insn.dram_base + uop_base // 4)
-            encode_insn(self.insns[i], self.layout, i)
+            check_insn(self.insns[i], self.layout, i)
         return Program(self.cfg, list(self.insns), uops, uop_base, dict(self.buffers),
                        dram_bytes, dict(self.stats))

@@ -160,18 +160,34 @@ def conv_usage(g: ConvGeom, s: Schedule, nconst: int, resident: bool = False) ->
             "uop": s.tile_co * wci * g.kk}
 
 
-def conv_fits(g: ConvGeom, cfg: VTAConfig, s: Schedule, nconst: int) -> str | None:
-    """None when the schedule fits, else what overflows."""
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """SRAM entries one thread may use (its half with 2 threads; ACC less the shared constant
+    region) and whether the constants are resident: what conv_fits compares usage with."""
+    inp: int
+    wgt: int
+    acc: int
+    uop: int
+    resident: bool
+
+    @staticmethod
+    def of(g: ConvGeom, cfg: VTAConfig, nconst: int, vthreads: int) -> "Capacity":
+        _, acc_cap = acc_thread_base(g, cfg, nconst, vthreads)
+        return Capacity(cfg.inp_depth // vthreads, cfg.wgt_depth // vthreads, acc_cap,
+                        cfg.uop_depth // 2, resident_consts(g, cfg, nconst) > 0)
+
+
+def conv_fits(g: ConvGeom, cfg: VTAConfig, s: Schedule, nconst: int,
+              cap: Capacity | None = None) -> str | None:
+    """None when the schedule fits, else what overflows. `cap`: Capacity.of(g, cfg, nconst,
+    s.vthreads), when the caller has it already (the candidate search asks thousands of times)."""
     if conv_spans(g, s) and (s.tile_co % g.cog or s.tile_ci != g.cig):
         return "a tile spanning groups must hold whole groups and reduce each group at once"
     if not conv_spans(g, s) and s.tile_ci > g.cig:
         return "tile_ci larger than the reduction"
-    v = s.vthreads
-    _, acc_cap = acc_thread_base(g, cfg, nconst, v)
-    caps = {"inp": cfg.inp_depth // v, "wgt": cfg.wgt_depth // v, "acc": acc_cap,
-            "uop": cfg.uop_depth // 2}
-    use = conv_usage(g, s, nconst, resident_consts(g, cfg, nconst) > 0)
-    over = [f"{k} {use[k]} > {caps[k]}" for k in caps if use[k] > caps[k]]
+    cap = cap or Capacity.of(g, cfg, nconst, s.vthreads)
+    use = conv_usage(g, s, nconst, cap.resident)
+    over = [f"{k} {use[k]} > {getattr(cap, k)}" for k in use if use[k] > getattr(cap, k)]
     return "; ".join(over) if over else None
 
 
@@ -301,8 +317,10 @@ def candidates(layer: Layer, cfg: VTAConfig, vthreads: int = 1) -> list[Schedule
         if g.cob > g.cog:   # tiles over whole groups
             co_opts += [(m * g.cog, g.cig) for m in _distinct_tiles(g.cob // g.cog) if m > 1]
 
+        cap = Capacity.of(g, cfg, nconst, vthreads)
+
         def fit(s):
-            return conv_fits(g, cfg, s, nconst) is None
+            return conv_fits(g, cfg, s, nconst, cap) is None
     else:
         g = alu_geom(layer, cfg)
         co_opts = [(t, 1) for t in _distinct_tiles(g.cob)]
@@ -340,19 +358,20 @@ def choose_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
     analytically, the best few timed with timing.simulate_timing, cached by geometry and
     config); a CostFn instead picks the candidate of least cost(layer, cfg, schedule,
     estimate), e.g. dram_cost (fast, DRAM traffic only) or tuning.model_cost (times all)."""
-    if vthreads is None:
-        cands = candidates(layer, cfg, 1) + candidates(layer, cfg, 2)
+    if cost is None:
+        from .tuning import model_schedule   # tuning lowers candidates: imports conv, alu
+        best = model_schedule(layer, cfg, vthreads)
     else:
-        cands = candidates(layer, cfg, vthreads)
-    if not cands:
+        cands = ([] if vthreads == 2 else candidates(layer, cfg, vthreads or 1)) + \
+            ([] if vthreads == 1 else candidates(layer, cfg, vthreads or 2))
+        best = min(cands, key=lambda s: cost(layer, cfg, s, estimate(layer, cfg, s)),
+                   default=None)
+    if best is None:
         raise TargetError(f"{type(layer).__name__} '{layer.name}': no tiling fits the SRAMs of "
                           f"config {cfg.name!r} with {vthreads or '1 or 2'} virtual thread(s) "
                           f"(inp {cfg.inp_depth}, wgt {cfg.wgt_depth}, acc {cfg.acc_depth} "
                           "entries)")
-    if cost is None:
-        from .tuning import model_schedule   # tuning lowers candidates: imports conv, alu
-        return model_schedule(layer, cfg, vthreads)
-    return min(cands, key=lambda s: cost(layer, cfg, s, estimate(layer, cfg, s)))
+    return best
 
 
 def check_schedule(layer: Layer, cfg: VTAConfig, s: Schedule) -> None:
