@@ -29,10 +29,11 @@ from ..accel.program import (DTYPES, DramBuffer, count, layout_from_json, layout
                              read_buffer, write_buffers)
 from .config import PRESETS, VTAConfig
 from .isa import (ITER_BITS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
-                  FinishInsn, GemmInsn, Insn, MemInsn, MemType, Opcode, Uop, check_insn,
+                  FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType, Opcode, PAD_BITS, Uop,
                   encode_stream, encode_uops, layout_for, stage_of, with_deps)
 
 _STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store"}
+PAD_MAX = (1 << PAD_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,10 +292,10 @@ class StreamBuilder:
             insn = with_deps(insn, pop_prev=self._pending_prev[stage],
                              pop_next=self._pending_next[stage])
             self._pending_prev[stage] = self._pending_next[stage] = False
-        index = len(self.insns)
-        check_insn(insn, self.layout, index)   # every field fits, or a clear IsaError now
+        # Field widths are checked for the whole stream at once in finish() (encode_stream):
+        # per-instruction checks here cost more than the rest of emitting.
         self.insns.append(insn)
-        return index
+        return len(self.insns) - 1
 
     def load_2d(self, mem_type: MemType, sram_index: int, buffer: DramBuffer | str,
                 elem_offset: int, x_size: int, y_size: int, x_stride: int,
@@ -309,6 +310,11 @@ class StreamBuilder:
         if x_size < 1 or y_size < 1:
             raise TargetError(f"{what}: x_size={x_size}, y_size={y_size} must be >= 1")
         dram = self._dram_base(what, buffer, mem_type, elem_offset, x_size, y_size, x_stride)
+        for name, pad in (("y_pad_0", y_pad_before), ("y_pad_1", y_pad_after),
+                          ("x_pad_0", x_pad_before), ("x_pad_1", x_pad_after)):
+            if not 0 <= pad <= PAD_MAX:
+                raise IsaError(f"{what}: field {name}={pad} does not fit its {PAD_BITS}-bit "
+                               f"field (0..{PAD_MAX})")
         rows = y_pad_before + y_size + y_pad_after
         cols = x_pad_before + x_size + x_pad_after
         depth = self._sram_depth(mem_type)
@@ -464,10 +470,8 @@ class StreamBuilder:
         mtype = {STAGE_LOAD: MemType.INP, STAGE_COMPUTE: MemType.UOP, STAGE_STORE: MemType.OUT}[stage]
         self.stats["token_noops"] += 1
         insn = MemInsn(opcode, Deps(pop_prev, pop_next, push_prev, push_next), mtype, 0, 0, 0, 0, 0)
-        index = len(self.insns)
-        check_insn(insn, self.layout, index)
         self.insns.append(insn)
-        return index
+        return len(self.insns) - 1
 
     def _commit_pending_pop(self, stage: int) -> None:
         if self._pending_prev[stage] or self._pending_next[stage]:
@@ -525,6 +529,6 @@ class StreamBuilder:
         for i in self._uop_loads:
             insn = self.insns[i]
             self.insns[i] = replace(insn, dram_base=insn.dram_base + uop_base // 4)
-            check_insn(self.insns[i], self.layout, i)
+        encode_stream(self.insns, self.layout)   # every field fits, or IsaError naming the first
         return Program(self.cfg, list(self.insns), uops, uop_base, dict(self.buffers),
                        dram_bytes, dict(self.stats))

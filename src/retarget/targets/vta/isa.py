@@ -341,14 +341,6 @@ def _fields_values(insn: Insn, layout: IsaLayout, what: str) -> tuple[tuple[Fiel
     raise IsaError(f"{what}: not an instruction: {insn!r}")
 
 
-def check_insn(insn: Insn, layout: IsaLayout, index: int | None = None) -> None:
-    """IsaError (as encode_insn raises it) unless every field of `insn` fits; packs nothing."""
-    what = f"{_where(index)} ({type(insn).__name__})"
-    for f, v in zip(*_fields_values(insn, layout, what)):
-        if not 0 <= v <= f.max:
-            _put(0, f, v, what)
-
-
 def encode_insn(insn: Insn, layout: IsaLayout, index: int | None = None) -> bytes:
     """Encode one instruction as 16 bytes, little-endian, low 64-bit word first."""
     what = f"{_where(index)} ({type(insn).__name__})"
