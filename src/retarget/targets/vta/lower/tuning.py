@@ -91,6 +91,17 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
         beats = rows * ceil_div(row_elems * elem_bytes, bus)
         return ovh + lat + beats + pad, beats
 
+    def input_loads(t, nci: int) -> tuple[int, int, int]:
+        """(cycles, beats) of each input LOAD of a tile phase, and how many there are."""
+        r_lo, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
+        c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
+        if hw == 1 and rows * cols == 1:
+            return dma(t.tn, nci, inp_eb) + (1,)
+        if r_n == g.h and c_n == g.w and not (ypb or ypa or xpb or xpa):
+            return dma(nci, hw, inp_eb) + (t.tn,)
+        return dma(r_n, c_n, inp_eb, rows * cols - r_n * c_n) + (t.tn * nci,)
+
+    inp_loads: dict[tuple, tuple[int, int, int]] = {}   # tiles repeat their input windows
     tiles, v = _tiles(g, s), s.vthreads
     hw = g.h * g.w
     t_load = t_comp = t_store = 0
@@ -115,14 +126,10 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                     continue
                 t_load = max(t_load, gemm_done[th])
                 if need_i:
-                    r_lo, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
-                    c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
-                    if hw == 1 and rows * cols == 1:
-                        (d, b), count = dma(t.tn, nci, inp_eb), 1
-                    elif r_n == g.h and c_n == g.w and not (ypb or ypa or xpb or xpa):
-                        (d, b), count = dma(nci, hw, inp_eb), t.tn
-                    else:
-                        (d, b), count = dma(r_n, c_n, inp_eb, rows * cols - r_n * c_n), t.tn * nci
+                    key = (t.oh0, t.th, t.ow0, t.tw, t.tn, nci)
+                    if key not in inp_loads:
+                        inp_loads[key] = input_loads(t, nci)
+                    d, b, count = inp_loads[key]
                     runs.append((t_load, d, count))
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
                 if need_w:
@@ -135,12 +142,13 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             # In-order fetch: the compute instructions after these loads are dispatched only
             # once the load module's command queue has room for the last of them, i.e. once
             # the load `depth` places earlier has started (as timing.py dispatches).
-            gate, m = 0, sum(r[2] for r in runs) - 1 - depth
-            for start, d, count in runs:
-                if m < count:
-                    gate = start + d * m if m >= 0 else 0
-                    break
-                m -= count
+            gate, m = 0, sum([r[2] for r in runs]) - 1 - depth
+            if m >= 0:
+                for start, d, count in runs:
+                    if m < count:
+                        gate = start + d * m
+                        break
+                    m -= count
             for th, t in group:
                 _, tci, _, _ = t.phases[p]
                 npos = t.th * t.tw
