@@ -28,12 +28,14 @@ from ...errors import TargetError
 from ..accel.program import (DTYPES, DramBuffer, count, layout_from_json, layout_to_json,
                              read_buffer, write_buffers)
 from .config import PRESETS, VTAConfig
-from .isa import (ITER_BITS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
+from .isa import (ITER_BITS, NO_DEPS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
                   FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType, Opcode, PAD_BITS, Uop,
                   encode_stream, encode_uops, layout_for, stage_of, with_deps)
 
 _STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store"}
 PAD_MAX = (1 << PAD_BITS) - 1
+_POP_DEPS = {(prev, nxt): Deps(pop_prev=prev, pop_next=nxt)
+             for prev in (False, True) for nxt in (False, True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,17 +285,21 @@ class StreamBuilder:
             raise TargetError(f"no DRAM buffer {name!r}; allocate it first") from None
 
     # ---- instructions ----------------------------------------------------------------------
-    def _emit(self, insn: Insn) -> int:
-        """Append `insn`, attaching pending pops of its stage; validates its fields."""
+    def _pops(self, stage: int) -> Deps:
+        """The dependency flags of the next instruction of `stage`: the pops pending for it
+        (dep_pop), which it consumes. Call it when constructing that instruction."""
         if self._finished:
             raise TargetError("the stream is finished; start a new StreamBuilder")
-        stage = stage_of(insn)
-        if self._pending_prev[stage] or self._pending_next[stage]:
-            insn = with_deps(insn, pop_prev=self._pending_prev[stage],
-                             pop_next=self._pending_next[stage])
-            self._pending_prev[stage] = self._pending_next[stage] = False
-        # Field widths are checked for the whole stream at once in finish() (encode_stream):
-        # per-instruction checks here cost more than the rest of emitting.
+        prev, nxt = self._pending_prev[stage], self._pending_next[stage]
+        if not (prev or nxt):
+            return NO_DEPS
+        self._pending_prev[stage] = self._pending_next[stage] = False
+        return _POP_DEPS[prev, nxt]
+
+    def _emit(self, insn: Insn) -> int:
+        """Append `insn` (built with its stage's _pops()). Field widths are checked for the
+        whole stream at once in finish() (encode_stream): checking each instruction here cost
+        more than the rest of emitting."""
         self.insns.append(insn)
         return len(self.insns) - 1
 
@@ -322,8 +328,10 @@ class StreamBuilder:
             raise TargetError(f"{what}: writes {mem_type.name} SRAM [{sram_index}, "
                               f"{sram_index + rows * cols}) ({rows}x{cols} incl. padding), "
                               f"outside its depth {depth}")
-        return self._emit(MemInsn(Opcode.LOAD, Deps(), mem_type, sram_index, dram, y_size, x_size,
-                                  x_stride, y_pad_before, y_pad_after, x_pad_before, x_pad_after))
+        stage = STAGE_LOAD if mem_type in (MemType.INP, MemType.WGT) else STAGE_COMPUTE
+        return self._emit(MemInsn(Opcode.LOAD, self._pops(stage), mem_type, sram_index, dram,
+                                  y_size, x_size, x_stride, y_pad_before, y_pad_after,
+                                  x_pad_before, x_pad_after))
 
     def store_2d(self, sram_index: int, buffer: DramBuffer | str, elem_offset: int, x_size: int,
                  y_size: int, x_stride: int, mem_type: MemType = MemType.OUT) -> int:
@@ -339,8 +347,8 @@ class StreamBuilder:
         if sram_index < 0 or sram_index + x_size * y_size > depth:
             raise TargetError(f"{what}: reads OUT/ACC SRAM [{sram_index}, "
                               f"{sram_index + x_size * y_size}) outside its depth {depth}")
-        return self._emit(MemInsn(Opcode.STORE, Deps(), MemType.OUT, sram_index, dram, y_size,
-                                  x_size, x_stride))
+        return self._emit(MemInsn(Opcode.STORE, self._pops(STAGE_STORE), MemType.OUT, sram_index,
+                                  dram, y_size, x_size, x_stride))
 
     # ---- micro-op kernels ------------------------------------------------------------------
     def uop_kernel(self, uops: Iterable[Uop | tuple[int, ...]],
@@ -376,8 +384,8 @@ class StreamBuilder:
             if b < start + n and start < e:
                 del self._resident[other]
                 self.stats["uop_cache_evictions"] += 1
-        idx = self._emit(MemInsn(Opcode.LOAD, Deps(), MemType.UOP, start, self._kernel_dram[key],
-                                 1, n, n))
+        idx = self._emit(MemInsn(Opcode.LOAD, self._pops(STAGE_COMPUTE), MemType.UOP, start,
+                                 self._kernel_dram[key], 1, n, n))
         self._uop_loads.append(idx)
         self._resident[key] = (start, start + n)
         self._ring_ptr = start + n
@@ -415,7 +423,8 @@ class StreamBuilder:
             if b < start + n and start < e:
                 del self._resident[other]
                 self.stats["uop_cache_evictions"] += 1
-        idx = self._emit(MemInsn(Opcode.LOAD, Deps(), MemType.UOP, start, first, 1, n, n))
+        idx = self._emit(MemInsn(Opcode.LOAD, self._pops(STAGE_COMPUTE), MemType.UOP, start,
+                                 first, 1, n, n))
         self._uop_loads.append(idx)
         at = start
         for key, k in missing.items():
@@ -444,7 +453,8 @@ class StreamBuilder:
         self._check_reach(what, kernel, MemType.INP, use_wgt=not reset)
         bgn = self._make_resident(kernel)
         p = kernel.loop_params()
-        return self._emit(GemmInsn(Deps(), bool(reset), bgn, bgn + len(kernel.uops), *p))
+        return self._emit(GemmInsn(self._pops(STAGE_COMPUTE), bool(reset), bgn,
+                                   bgn + len(kernel.uops), *p))
 
     def alu(self, kernel: UopKernel, op: AluOp, imm: int | None = None) -> int:
         """Push an ALU instruction: acc[dst] = op(acc[dst], imm if given else acc[src])."""
@@ -453,8 +463,8 @@ class StreamBuilder:
         self._check_reach(what, kernel, MemType.ACC, use_wgt=False)
         bgn = self._make_resident(kernel)
         p = kernel.loop_params()
-        return self._emit(AluInsn(Deps(), False, bgn, bgn + len(kernel.uops), *p[:6], op,
-                                  imm is not None, 0 if imm is None else int(imm)))
+        return self._emit(AluInsn(self._pops(STAGE_COMPUTE), False, bgn, bgn + len(kernel.uops),
+                                  *p[:6], op, imm is not None, 0 if imm is None else int(imm)))
 
     # ---- dependency tokens -----------------------------------------------------------------
     @staticmethod
