@@ -155,17 +155,25 @@ def run_gemm(insn: GemmInsn, mem: SimMemory, cache: PlanCache) -> None:
 
 def gemm_plans(insn: GemmInsn, mem: SimMemory, cache: PlanCache) -> tuple[bytes, list]:
     """(the micro-ops the instruction reads, as bytes; its plans, one per chunk of y)."""
+    return _cached_plans(insn, mem, cache, _plan_gemm, (
+        "gemm", insn.reset, insn.wgt_factor_out, insn.wgt_factor_in))
+
+
+def _cached_plans(insn, mem: SimMemory, cache: PlanCache, planner, kind: tuple
+                  ) -> tuple[bytes, list]:
+    """Plans of `insn` per chunk of y from `cache`, made by `planner` on a miss. A plan depends
+    on the loop fields, the chunk and the micro-ops read (and `kind`: opcode-specific fields)."""
     _check_uop_range(insn, mem)
     uops = mem.uop[insn.uop_bgn:insn.uop_end]
     uop_key = uops.tobytes()
     plans = []
     for y_lo, y_hi in _y_chunks(insn):
-        key = ("gemm", insn.reset, insn.uop_bgn, insn.uop_end, insn.iter_in,
-               insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
-               insn.wgt_factor_out, insn.wgt_factor_in, y_lo, y_hi, uop_key)
+        key = kind + (insn.uop_bgn, insn.uop_end, insn.iter_in, insn.dst_factor_out,
+                      insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in, y_lo, y_hi,
+                      uop_key)
         plan = cache.get(key)
         if plan is None:
-            plan = _plan_gemm(insn, mem, uops, y_lo, y_hi)
+            plan = planner(insn, mem, uops, y_lo, y_hi)
             cache.put(key, plan)
         plans.append(plan)
     return uop_key, plans
@@ -336,20 +344,7 @@ def alu_plans(insn: AluInsn, mem: SimMemory, cache: PlanCache) -> tuple[bytes, l
     except ValueError:
         raise SimFault(f"unknown ALU opcode {insn.alu_op}; known: "
                        + ", ".join(f"{o.name}={o.value}" for o in AluOp)) from None
-    _check_uop_range(insn, mem)
-    uops = mem.uop[insn.uop_bgn:insn.uop_end]
-    uop_key = uops.tobytes()
-    plans = []
-    for y_lo, y_hi in _y_chunks(insn):
-        key = ("alu", insn.use_imm, insn.uop_bgn, insn.uop_end, insn.iter_in,
-               insn.dst_factor_out, insn.dst_factor_in, insn.src_factor_out, insn.src_factor_in,
-               y_lo, y_hi, uop_key)
-        plan = cache.get(key)
-        if plan is None:
-            plan = _plan_alu(insn, mem, uops, y_lo, y_hi)
-            cache.put(key, plan)
-        plans.append(plan)
-    return uop_key, plans
+    return _cached_plans(insn, mem, cache, _plan_alu, ("alu", insn.use_imm))
 
 
 def execute_alu(insn: AluInsn, plans: list[AluPlan], mem: SimMemory) -> None:
