@@ -9,15 +9,18 @@ function is given:
    (load, compute and store modules in order, the emitter's token waits, per-instruction costs
    from the config as in timing.insn_cost, the bus as a lower bound), orders those, and its
    best wins (ties: fewer DRAM bytes). ALU layers: the least DRAM traffic (dram_cost).
-3. No candidate is lowered to be timed: on every convolution of the zoo the estimate's choice
-   is within 1 % of the best the full model finds among the estimate's top candidates
-   (benchmarks/bench_vta_estimate.py; tests/vta/lower/test_tuning.py at test sizes). The full
-   model (timing.simulate_timing) stays the judge of the program that is finally emitted, and
-   of `model_cycles`, which times the chosen schedule when a decision needs its cycles.
+3. Nothing is lowered to be timed, except near-ties: when several of the estimate's best are
+   within CLOSE of it and each is small (JUDGED_INSNS), they are lowered into a scratch stream
+   (weights only allocated) and timed with timing.simulate_timing; the fewest cycles wins.
+   On every convolution of the zoo the choice is within 1 % of the best the full model finds
+   among the estimate's top candidates (choice_vs_model; benchmarks/bench_vta_estimate.py at
+   224, tests/vta/lower/test_estimate_choice.py at test sizes). The full model stays the judge
+   of the program finally emitted, and of `model_cycles`, which times the chosen schedule
+   when a decision needs its cycles.
 
-Steps 1-2 use the shared ranking (targets/accel/tile_search.py: rank). Choices are cached by
-(layer without its name, config, vthreads), so a network repeating a layer geometry (ResNet's
-blocks) pays for the search once.
+Steps 2-3 use the shared tile search (targets/accel/tile_search.py: rank, judge). Choices are
+cached by (layer without its name, config, vthreads), so a network repeating a layer geometry
+(ResNet's blocks) pays for the search once.
 """
 from __future__ import annotations
 
@@ -101,9 +104,9 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             return dma(nci, hw, inp_eb) + (t.tn,)
         return dma(r_n, c_n, inp_eb, rows * cols - r_n * c_n) + (t.tn * nci,)
 
+    hw = g.h * g.w
     inp_loads: dict[tuple, tuple[int, int, int]] = {}   # tiles repeat their input windows
     tiles, v = _tiles(g, s), s.vthreads
-    hw = g.h * g.w
     t_load = t_comp = t_store = 0
     bus_beats = 0
     gemm_done, store_done = [0] * v, [0] * v
