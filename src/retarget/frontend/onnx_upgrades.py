@@ -14,6 +14,7 @@ What is rewritten (opset = the model's default-domain opset):
 - Split without sizes gets `num_outputs` = its output count (the op's shape rule cannot see
   how many outputs a node has);
 - Softmax/LogSoftmax/Hardmax (< 13) keep their coerce-to-2-D meaning via `coerce_to_2d=1`;
+- GroupNormalization (< 21) keeps its per-group scale and bias via `per_group_scale=1`;
 - Upsample (7..9) and Resize (10) become Resize with the asymmetric coordinate mapping and
   floor rounding they were defined with;
 - Cast (< 6) names its target type by string; the `consumed_inputs` attribute (< 6) is dropped.
@@ -164,6 +165,14 @@ def _softmax(node: Node, opset: int, new_const: NewConst) -> Node:
     # each row as a whole; `coerce_to_2d` keeps exactly that meaning.
     return dataclasses.replace(node, attrs={**node.attrs, "axis": node.attrs.get("axis", 1),
                                             "coerce_to_2d": 1})
+
+
+@_upgrade("GroupNormalization")
+def _group_normalization(node: Node, opset: int, new_const: NewConst) -> Node:
+    if opset >= 21:
+        return node
+    # Opset 18 gave scale and bias one value per group; 21 one per channel.
+    return dataclasses.replace(node, attrs={**node.attrs, "per_group_scale": 1})
 
 
 @_upgrade("Upsample")

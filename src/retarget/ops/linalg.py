@@ -1,4 +1,4 @@
-"""Matrix products: Gemm and MatMul.
+"""Matrix products: Gemm, MatMul and Einsum.
 
 Float inputs keep their dtype; the definitions accumulate in float64 while the fast paths
 call BLAS in float32. Integer inputs (the int8 quantisation flow) accumulate exactly in int64
@@ -13,7 +13,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..ir.types import TensorType
 from .common import broadcast_shapes
 from .nn import exact_result, is_int_dtype, result_dtype
-from .registry import OpDef, register
+from .registry import REQUIRED, OpDef, register
 
 
 # ---- MatMul -------------------------------------------------------------------------------------
@@ -135,3 +135,88 @@ def gemm_fast(a, b, c=None, *, alpha, beta, transA, transB):
 
 register(OpDef("Gemm", gemm, _gemm_infer, attrs=GEMM_ATTRS, macs=_gemm_macs, fast=gemm_fast,
                num_inputs=(2, 3), doc="ONNX Gemm"))
+
+
+# ---- Einsum -------------------------------------------------------------------------------------
+def einsum_shape(equation: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The output shape of ONNX Einsum (numpy.einsum's rules): each term names its operand's
+    axes with letters, at most one '...' standing for the leading/middle axes it does not name
+    (broadcast across operands); without '->' the output is '...' then the letters that occur
+    once, in alphabetical order. ShapeError naming the term for any mismatch."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ShapeError(f"Einsum {equation!r}: {len(terms)} term(s) for {len(shapes)} input(s)")
+    sizes: dict[str, int] = {}
+    ellipses = []
+    counts: dict[str, int] = {}
+    for term, shape in zip(terms, shapes):
+        letters = term.replace("...", "")
+        if not letters.isalpha() and letters or term.count("...") > 1:
+            raise ShapeError(f"Einsum {equation!r}: term {term!r} must be letters with at most "
+                             "one '...'")
+        n_ell = len(shape) - len(letters)
+        if n_ell < 0 or (n_ell and "..." not in term):
+            raise ShapeError(f"Einsum {equation!r}: term {term!r} names {len(letters)} axes of "
+                             f"an input of shape {list(shape)}")
+        head = term.split("...")[0]
+        ellipses.append(tuple(shape[len(head):len(head) + n_ell]))
+        dims = list(shape[:len(head)]) + list(shape[len(head) + n_ell:])
+        for ch, d in zip(letters, dims):
+            if sizes.setdefault(ch, d) != d:
+                raise ShapeError(f"Einsum {equation!r}: axis {ch!r} is {sizes[ch]} in one "
+                                 f"input and {d} in another")
+            counts[ch] = counts.get(ch, 0) + 1
+    ell = broadcast_shapes(*ellipses) if ellipses else ()
+    if not arrow:
+        rhs = ("..." if any("..." in t for t in terms) else "") + \
+            "".join(sorted(ch for ch, n in counts.items() if n == 1))
+    out_letters = rhs.replace("...", "")
+    unknown = [ch for ch in out_letters if ch not in sizes]
+    if unknown or len(set(out_letters)) != len(out_letters) or rhs.count("...") > 1:
+        raise ShapeError(f"Einsum {equation!r}: output {rhs!r} names an axis no input has "
+                         "or names one twice")
+    head = rhs.split("...")[0]
+    return (tuple(sizes[ch] for ch in head) + (ell if "..." in rhs else ())
+            + tuple(sizes[ch] for ch in out_letters[len(head):]))
+
+
+def _einsum_infer(attrs, types, consts):
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) != 1:
+        raise ShapeError(f"Einsum inputs must share one dtype, got {sorted(dtypes)}")
+    return [TensorType(einsum_shape(attrs["equation"], [t.shape for t in types]), types[0].dtype)]
+
+
+def _einsum_macs(attrs, in_types, out_types) -> int:
+    """Products summed: every distinct axis size once (the loop nest einsum runs)."""
+    eq = attrs["equation"].replace(" ", "").split("->")[0]
+    sizes: dict[str, int] = {}
+    for term, t in zip(eq.split(","), in_types):
+        if "..." not in term:
+            sizes.update(zip(term, t.shape))
+    total = out_types[0].numel
+    for ch, d in sizes.items():
+        if ch not in attrs["equation"].partition("->")[2]:
+            total *= d
+    return total
+
+
+def einsum(*inputs, equation):
+    """ONNX Einsum = numpy.einsum on the inputs (float accumulates in float64, integers in
+    int64), in the inputs' dtype."""
+    einsum_shape(equation, [x.shape for x in inputs])
+    dtype = inputs[0].dtype
+    acc = np.int64 if is_int_dtype(dtype) else np.float64
+    y = np.einsum(equation, *(x.astype(acc) for x in inputs))
+    if is_int_dtype(dtype) and y.size:
+        info = np.iinfo(dtype)
+        if y.min() < info.min or y.max() > info.max:
+            raise ShapeError(f"Einsum {equation!r}: a result ({int(y.min())}..{int(y.max())}) "
+                             f"does not fit the inputs' {dtype}")
+    return y.astype(dtype)
+
+
+register(OpDef("Einsum", einsum, _einsum_infer, attrs=dict(equation=REQUIRED),
+               num_inputs=(1, 1 << 16), macs=_einsum_macs, doc="numpy.einsum semantics"))
