@@ -12,6 +12,7 @@ stay O(1). They all take the same keywords:
     model = zoo.build("resnet18", size=64, num_classes=10)   # an onnx.ModelProto
     zoo.NAMES    # resnet18 resnet50 resnet152 vgg11 vgg16 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
                  # unet (ConvTranspose up-path) unet_resize (nearest Resize up-path)
+                 # vit convnext mobilevit (transformer era: LayerNorm, attention, GELU)
 
 The model's input is named "input" (float32, batch x 3 x size x size) and its output "output".
 """
@@ -26,6 +27,7 @@ from .classic import alexnet, squeezenet, vgg11, vgg16
 from .googlenet import googlenet
 from .mobilenet import mobilenet_v1, mobilenet_v2
 from .resnet import resnet18, resnet50, resnet152
+from .transformer import convnext, mobilevit, vit
 from .unet import unet, unet_resize
 
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -41,11 +43,14 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenet_v2": mobilenet_v2,
     "unet": unet,
     "unet_resize": unet_resize,
+    "vit": vit,
+    "convnext": convnext,
+    "mobilevit": mobilevit,
 }
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 
 # The smallest input size each network accepts (its pools/strides need at least this much).
-MIN_SIZE = {"alexnet": 63, "squeezenet": 17, "unet": 8, "unet_resize": 8}
+MIN_SIZE = {"alexnet": 63, "squeezenet": 17, "vit": 16, "convnext": 32, "mobilevit": 32, "unet": 8, "unet_resize": 8}
 
 
 def build(name: str, **kwargs) -> onnx.ModelProto:

@@ -273,6 +273,127 @@ class OnnxBuilder:
                           coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75,
                           mode="nearest", nearest_mode="floor")
 
+    # ---- token (transformer) layers: shapes of any rank ----------------------------------
+    def _axes_args(self, scope: str, axes: list[int]) -> tuple[list[str], dict]:
+        """ReduceMean's axes: an attribute before opset 18, an input from 18 on."""
+        if self.opset >= 18:
+            return [self.weight(f"{scope}.axes", np.array(axes, np.int64))], {}
+        return [], {"axes": axes}
+
+    def reduce_mean(self, x: str, axes: list[int], scope: str) -> str:
+        shape = list(self.shape(x))
+        for a in axes:
+            shape[a] = 1
+        extra_in, attrs = self._axes_args(scope, axes)
+        return self._node("ReduceMean", scope, [x, *extra_in], tuple(shape), keepdims=1, **attrs)
+
+    def binary(self, op: str, a: str, b: str, scope: str) -> str:
+        """Add / Sub / Mul / Div / Pow with NumPy broadcasting of the tracked shapes."""
+        shape = np.broadcast_shapes(self.shape(a), self.shape(b))
+        return self._node(op, scope, [a, b], shape)
+
+    def scalar(self, scope: str, value: float) -> str:
+        return self.weight(scope, np.array(value, np.float32))
+
+    def layer_norm(self, x: str, scope: str, axis: int = -1, eps: float = 1e-5,
+                   channels_first: bool = False) -> str:
+        """LayerNorm over the trailing axes from `axis`: one LayerNormalization node from opset
+        17, before it the ReduceMean / Sub / Pow / Sqrt / Div chain (weight and bias by Mul and
+        Add) PyTorch exported. channels_first: over axis `axis` alone (ConvNeXt's LayerNorm2d
+        on N x C x H x W), which exporters always write as that chain."""
+        shape = self.shape(x)
+        a = axis % len(shape)
+        pshape = (shape[a],) if channels_first else shape[a:]
+        w = self.weight(f"{scope}.weight",
+                        (1 + 0.1 * self.rng.standard_normal(pshape)).astype(np.float32))
+        b = self.weight(f"{scope}.bias", self._small(int(np.prod(pshape))).reshape(pshape))
+        if not channels_first and self.opset >= 17:
+            return self._node("LayerNormalization", scope, [x, w, b], shape, axis=a, epsilon=eps)
+        if channels_first:   # the per-channel weight broadcasts over the axes after it
+            bshape = (shape[a],) + (1,) * (len(shape) - a - 1)
+            w, b = self.reshape(w, bshape, f"{scope}.w"), self.reshape(b, bshape, f"{scope}.b")
+        axes = [a] if channels_first else list(range(a, len(shape)))
+        d = self.binary("Sub", x, self.reduce_mean(x, axes, scope), scope)
+        var = self.reduce_mean(self.binary("Pow", d, self.scalar(f"{scope}.two", 2.0), scope),
+                               axes, scope)
+        std = self._node("Sqrt", scope, [self.binary("Add", var, self.scalar(f"{scope}.eps", eps),
+                                                     scope)], self.shape(var))
+        y = self.binary("Div", d, std, scope)
+        return self.binary("Add", self.binary("Mul", y, w, scope), b, scope)
+
+    def linear(self, x: str, out_features: int, scope: str, gain: float = 1.0) -> str:
+        """nn.Linear on [..., in] as exported for inputs of rank > 2: MatMul by W^T (stored
+        [in, out]) then Add of the bias."""
+        fin = self.shape(x)[-1]
+        w = self.weight(f"{scope}.weight", self._he((fin, out_features), fin, gain))
+        y = self._node("MatMul", scope, [x, w], self.shape(x)[:-1] + (out_features,))
+        return self.binary("Add", y, self.weight(f"{scope}.bias", self._small(out_features)),
+                           scope)
+
+    def gelu(self, x: str, scope: str) -> str:
+        """nn.GELU(): the Gelu op from opset 20, else the Erf form PyTorch exports."""
+        if self.opset >= 20:
+            return self._node("Gelu", scope, [x], self.shape(x))
+        e = self._node("Erf", scope, [self.binary("Div", x, self.scalar(
+            f"{scope}.sqrt2", math.sqrt(2.0)), scope)], self.shape(x))
+        y = self.binary("Mul", x, self.binary("Add", e, self.scalar(f"{scope}.one", 1.0), scope),
+                        scope)
+        return self.binary("Mul", y, self.scalar(f"{scope}.half", 0.5), scope)
+
+    def silu(self, x: str, scope: str) -> str:
+        """nn.SiLU() as exported: x * Sigmoid(x)."""
+        return self.binary("Mul", x, self._node("Sigmoid", scope, [x], self.shape(x)), scope)
+
+    def matmul(self, a: str, b: str, scope: str) -> str:
+        sa, sb = self.shape(a), self.shape(b)
+        batch = np.broadcast_shapes(sa[:-2], sb[:-2])
+        return self._node("MatMul", scope, [a, b], tuple(batch) + (sa[-2], sb[-1]))
+
+    def transpose(self, x: str, perm: tuple[int, ...], scope: str) -> str:
+        s = self.shape(x)
+        return self._node("Transpose", scope, [x], tuple(s[p] for p in perm), perm=list(perm))
+
+    def reshape(self, x: str, shape: tuple[int, ...], scope: str) -> str:
+        if int(np.prod(shape)) != int(np.prod(self.shape(x))):
+            raise ValueError(f"{scope}: cannot reshape {self.shape(x)} to {shape}")
+        target = self.weight(f"{scope}.shape", np.array(shape, np.int64))
+        return self._node("Reshape", scope, [x, target], tuple(shape))
+
+    def softmax(self, x: str, scope: str, axis: int = -1) -> str:
+        return self._node("Softmax", scope, [x], self.shape(x), axis=axis)
+
+    def gather(self, x: str, index: int, axis: int, scope: str) -> str:
+        s = list(self.shape(x))
+        del s[axis]
+        # a 0-d index drops the axis (weight() would store it as shape [1])
+        return self._node("Gather", scope, [x, self.constant_node(scope, index)], tuple(s),
+                          axis=axis)
+
+    def attention(self, x: str, heads: int, scope: str) -> str:
+        """Multi-head self-attention on [B, N, D] tokens as timm writes it: one qkv Linear,
+        heads split by Reshape / Transpose, softmax(q k^T * d^-0.5) v, output projection."""
+        b, n, d = self.shape(x)
+        dh = d // heads
+        qkv = self.linear(x, 3 * d, f"{scope}.qkv")
+        qkv = self.transpose(self.reshape(qkv, (b, n, 3, heads, dh), f"{scope}.split"),
+                             (2, 0, 3, 1, 4), scope)
+        q, k, v = (self.gather(qkv, i, 0, f"{scope}.{name}") for i, name in enumerate("qkv"))
+        scores = self.matmul(q, self.transpose(k, (0, 1, 3, 2), scope), scope)
+        scores = self.binary("Mul", scores, self.scalar(f"{scope}.scale", dh ** -0.5), scope)
+        y = self.matmul(self.softmax(scores, scope), v, scope)
+        y = self.reshape(self.transpose(y, (0, 2, 1, 3), scope), (b, n, d), f"{scope}.merge")
+        return self.linear(y, d, f"{scope}.proj")
+
+    def transformer_block(self, x: str, heads: int, scope: str, mlp_ratio: int = 4) -> str:
+        """Pre-norm transformer block: x + attn(LN(x)), then x + MLP(LN(x)) with GELU."""
+        x = self.binary("Add", x, self.attention(self.layer_norm(x, f"{scope}.norm1"), heads,
+                                                  f"{scope}.attn"), scope)
+        h = self.layer_norm(x, f"{scope}.norm2")
+        d = self.shape(x)[-1]
+        h = self.linear(self.gelu(self.linear(h, mlp_ratio * d, f"{scope}.mlp.fc1", gain=2.0),
+                                  f"{scope}.mlp.act"), d, f"{scope}.mlp.fc2")
+        return self.binary("Add", x, h, scope)
+
     # ---- common blocks ---------------------------------------------------------------------
     def conv_bn(self, x: str, cout: int, k, scope: str, stride=1, pad=None, groups: int = 1,
                 act: str | None = "relu", eps: float = 1e-5, gamma_scale: float = 1.0) -> str:

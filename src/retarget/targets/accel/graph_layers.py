@@ -97,12 +97,14 @@ def requant_reason(target: str, graph: Graph, node: Node) -> str | None:
     return None
 
 
-def operand_problem(target: str, node: Node, rank: int, what: str) -> str | None:
-    """Why the GEMM core cannot take `node`'s operands (None: it can): an int8 input of `rank`,
-    constant int8 weights, an optional constant int32 bias."""
+def operand_problem(target: str, node: Node, rank: int | tuple[int, ...], what: str
+                    ) -> str | None:
+    """Why the GEMM core cannot take `node`'s operands (None: it can): an int8 input of `rank`
+    (or one of several), constant int8 weights, an optional constant int32 bias."""
     x, w, b = node.inputs[0], node.input(1), node.input(2)
     where = f"{node.op} '{node.name}'"
-    if not int8(x) or x.type.rank != rank:
+    ranks = rank if isinstance(rank, tuple) else (rank,)
+    if not int8(x) or x.type.rank not in ranks:
         return f"{where}: {target} runs int8 {what}; input is {x.type}"
     if not (int8(w) and w.is_const):
         return f"{where}: weights must be a constant int8 tensor"
@@ -124,10 +126,15 @@ def conv_problem(target: str, node: Node) -> str | None:
 
 def dense_problem(target: str, graph: Graph, node: Node, what: str) -> str | None:
     """Why a Gemm / MatMul cannot run as an int8 dense layer with one bias per output feature
-    and a fused Requantize (None: it can)."""
-    why = operand_problem(target, node, 2, what)
+    and a fused Requantize (None: it can). A MatMul may also take tokens, [B, N, K] or
+    [B, H, W, K] by a constant [K, M] weight: the dense layer over the B * N (B * H * W) rows,
+    whose bytes are the matrix's."""
+    why = operand_problem(target, node, (2, 3, 4) if node.op == "MatMul" else 2, what)
     if why:
         return why
+    if node.inputs[1].type.rank != 2:
+        return (f"{node.op} '{node.name}': the weight must be a 2-D matrix, got "
+                f"{node.inputs[1].type}")
     if node.op == "Gemm":
         at = resolve_attrs(node)
         if at["transA"] or at["alpha"] != 1.0 or at["beta"] != 1.0:

@@ -3,8 +3,8 @@ one instruction stream (a VTAKernel). Layers read the packed result of the previ
 intermediates stay packed in DRAM inside a region."""
 from __future__ import annotations
 
+import math
 from typing import Any
-
 
 from ...errors import TargetError, UnsupportedOpError
 from ...ir.graph import Node
@@ -38,6 +38,17 @@ def _lower_alu_node(ctx, n: Node, x: list):
     return L.lower_pool2d(ctx, layer, x[0])
 
 
+def _dram_shape(v, region: Region) -> tuple[int, ...]:
+    """How a region input lives in DRAM: NCHW tensors and matrices as they are; tokens
+    ([B, N, K], or [B, H, W, K] read only by dense layers) as the rows x K matrix a dense
+    layer reads (the same bytes, row-major)."""
+    shape = tuple(int(d) for d in v.type.shape)
+    readers = [n for n in region.nodes if any(x is v for x in n.inputs)]
+    tokens = len(shape) == 3 or (len(shape) == 4 and readers
+                                 and all(n.op == "MatMul" for n in readers))
+    return (math.prod(shape[:-1]), shape[-1]) if tokens else shape
+
+
 def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     """One instruction stream for `region`: inputs in packed DRAM buffers, each layer lowered
     by targets/vta/lower/ reading the packed result of the previous one."""
@@ -45,8 +56,9 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     packed: dict[int, Any] = {}
     inputs = []
     for i, v in enumerate(region.inputs):
-        packed[id(v)] = ctx.input(f"in{i}", tuple(v.type.shape))
-        inputs.append(Binding(v.name, f"in{i}", tuple(v.type.shape)))
+        t = ctx.input(f"in{i}", _dram_shape(v, region))
+        packed[id(v)] = t
+        inputs.append(Binding(v.name, f"in{i}", t.shape))
     requantize_of = region_requantize_map(region)     # conv / dense -> its Requantize
     fused = {id(rq) for rq in requantize_of.values()}
     for n in region.nodes:
@@ -82,7 +94,7 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
         t = packed.get(id(v))
         if t is None:
             raise TargetError(f"region {region.name!r}: output {v.name!r} is not produced")
-        outputs.append(Binding(v.name, t.buffer, tuple(v.type.shape)))
+        outputs.append(Binding(v.name, t.buffer, t.shape))
     seg = ctx.finish([packed[id(v)] for v in region.outputs])
     layers = [LayerInfo(r.name, r.kind, int(r.useful_macs), int(r.performed_macs))
               for r in seg.reports]

@@ -51,8 +51,20 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
 
 
 def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
-    why = dense_problem(t.name, graph, node, "2-D dense layers")
-    return Support.no(why) if why else Support.yes("dense on the GEMM core, requantised on the ALU")
+    why = dense_problem(t.name, graph, node, "dense layers (2-D, or tokens [..., K])")
+    if why:
+        return Support.no(why)
+    x = node.inputs[0]
+    src = graph.producers().get(x)
+    if x.type.rank == 4 and src is not None and t.supports(src, graph).ok:
+        # Tokens [B, H, W, K] are read as the (B*H*W) x K matrix of their row-major bytes; a
+        # 4-D tensor made on vta is in the channel-blocked NCHW layout instead.
+        return Support.no(f"{node.op} '{node.name}': its 4-D input comes from {src.op} "
+                          f"'{src.name}' on vta, in the channel-blocked layout; a dense layer "
+                          "over [B, H, W, K] tokens needs them row-major (a host relayout)")
+    rows = x.type.numel // x.type.shape[-1]
+    how = "dense on the GEMM core, requantised on the ALU"
+    return Support.yes(how if x.type.rank == 2 else f"{how}, over the {rows} token rows")
 
 
 def _requantize_rule(t: Target, node: Node, graph: Graph) -> Support:

@@ -1,0 +1,87 @@
+"""Transformer-era zoo networks (ViT, ConvNeXt-style, MobileViT-style): the reference against
+onnxruntime, with LayerNorm and GELU as single ops (opset 17) and as the decomposed chains older
+exports write (opset 13); and on vta, bit-exact against the integer reference with the dense
+layers over tokens on the accelerator."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+import retarget
+from retarget import zoo
+from retarget.frontend.onnx import import_model
+from retarget.targets.cpu.reference import run_graph
+
+ort = pytest.importorskip("onnxruntime")
+
+NETS = {
+    "vit": dict(size=32, patch=8, depth=2),
+    "convnext": dict(size=32, depths=(1, 1, 2, 1)),
+    "mobilevit": dict(size=32),
+}
+RNG = np.random.default_rng(4)
+
+
+def build(name: str, opset: int = 17):
+    return zoo.build(name, num_classes=10, opset=opset, seed=1, **NETS[name])
+
+
+def x_for(name: str) -> np.ndarray:
+    s = NETS[name]["size"]
+    return RNG.standard_normal((1, 3, s, s)).astype(np.float32)
+
+
+@pytest.mark.parametrize("opset", [17, 13])
+@pytest.mark.parametrize("name", list(NETS))
+def test_reference_matches_onnxruntime(name, opset):
+    model, x = build(name, opset), x_for(name)
+    ops = {n.op_type for n in model.graph.node}
+    assert ("LayerNormalization" in ops) == (opset >= 17)   # else the ReduceMean... chain
+    assert "Erf" in ops                                      # GELU in its Erf form below 20
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    graph = import_model(model)
+    got = retarget.run(graph, {"input": x})["output"]
+    scale = float(np.abs(want).max())
+    assert scale > 1e-2
+    assert float(np.abs(got - want).max()) <= 1e-5 * scale
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_vta_bit_exact_with_token_dense_layers_on_the_accelerator(name):
+    graph = import_model(build(name))
+    calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)]
+    m = retarget.compile(graph, "vta", calibration=calib)
+    x = {"input": x_for(name)}
+    got = m.run(x)
+    ref = run_graph(m.graph, x)
+    assert np.array_equal(got["output"], ref["output"])
+    s = m.report.summary
+    share = s["macs_on_target"] / (s["macs_on_target"] + s["macs_on_cpu"])
+    assert share >= 0.9, (name, share, m.report.table())
+    token = [n for n in m.report.nodes if n.op == "MatMul" and n.placement == "vta"]
+    assert token and all("token rows" in n.reason for n in token)
+    m.close()
+
+
+def test_dense_over_vta_made_4d_input_stays_on_cpu_with_a_reason():
+    """A MatMul reading a conv's NCHW output directly cannot see row-major tokens."""
+    w = (RNG.standard_normal((16, 3, 3, 3)) * 0.3).astype(np.float32)
+    m = (RNG.standard_normal((8, 8)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MatMul", ["r", "m"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", 1, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", 1, [1, 16, 8, 8])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(m, "m")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    graph = import_model(model)
+    calib = [{"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}]
+    mod = retarget.compile(graph, "vta", calibration=calib)
+    mm = [n for n in mod.report.nodes if n.op == "MatMul"]
+    assert mm and mm[0].placement == "cpu"
+    assert "channel-blocked layout" in mm[0].reason
+    x = {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    assert np.array_equal(mod.run(x)["y"], run_graph(mod.graph, x)["y"])
+    mod.close()
