@@ -1,6 +1,7 @@
 """simplify: the clean-up pipeline every imported graph goes through, run to a fixpoint.
 
-Each round folds constants (typing nodes as it goes), removes pass-through nodes and dead
+Each round folds constants (typing nodes as it goes), removes pass-through nodes, puts back
+the single ops exporters write as chains (recompose.py: LayerNorm, GELU) and removes dead
 code; it stops when a round changes nothing. Shape inference runs last so that every value
 is typed, or a ShapeError names the node that cannot be.
 """
@@ -10,6 +11,7 @@ from ..ir.graph import Graph
 from .dce import eliminate_dead_code_inplace
 from .fold_constants import fold_constants_inplace
 from .infer_shapes import infer_shapes
+from .recompose import recompose_inplace
 from .remove_identities import remove_identities_inplace
 
 # Each round can only shrink the graph, so this bound is never reached on a sane graph; it
@@ -23,6 +25,7 @@ def simplify(graph: Graph) -> Graph:
     for _ in range(MAX_ROUNDS):
         changed = fold_constants_inplace(g)
         changed |= remove_identities_inplace(g)
+        changed |= recompose_inplace(g)
         changed |= eliminate_dead_code_inplace(g)
         if not changed:
             break
