@@ -4,6 +4,8 @@
 8x8 digits (inputs scaled to [0, 1], layout N x 1 x 8 x 8, batch axis dynamic, input "image",
 output "logits"). `digits_test.npz` is the held-out split it never saw in training (x float32,
 y int64); `digits_calib.npz` a small calibration split drawn from the training part (x).
+`digits_vit.onnx` is a tiny ViT (scripts/train_digits_vit.py) trained on the same split; its
+export folds the batch size into Reshape shapes, so load it at the batch you run.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 
 DATA_DIR = Path(__file__).resolve().parent
 DIGITS_MODEL = DATA_DIR / "digits_cnn.onnx"
+DIGITS_VIT = DATA_DIR / "digits_vit.onnx"
 DIGITS_INPUT = "image"
 DIGITS_OUTPUT = "logits"
 
