@@ -1,6 +1,8 @@
-"""ResNet-18 (basic blocks), ResNet-50 and ResNet-152 (bottlenecks), laid out as torchvision's
-export."""
+"""ResNet-18 (basic blocks), ResNet-50 and ResNet-152 (bottlenecks) and ResNeXt-50 32x4d
+(grouped bottlenecks), laid out as torchvision's export."""
 from __future__ import annotations
+
+from functools import partial
 
 import onnx
 
@@ -33,11 +35,14 @@ def _basic_block(b: OnnxBuilder, x: str, planes: int, stride: int, scope: str) -
     return b.relu(y, f"{scope}.relu_1")
 
 
-def _bottleneck(b: OnnxBuilder, x: str, planes: int, stride: int, scope: str) -> str:
+def _bottleneck(b: OnnxBuilder, x: str, planes: int, stride: int, scope: str,
+                groups: int = 1, base_width: int = 64) -> str:
     # torchvision's "ResNet v1.5": the stride sits on the 3x3 conv, not the first 1x1.
-    y = b.conv(x, planes, 1, f"{scope}.conv1", pad=0)
+    # ResNeXt widens the 3x3 to `groups` groups of `base_width` / 64 * planes channels.
+    width = planes * base_width // 64 * groups
+    y = b.conv(x, width, 1, f"{scope}.conv1", pad=0)
     y = b.relu(b.batchnorm(y, f"{scope}.bn1"), f"{scope}.relu")
-    y = b.conv(y, planes, 3, f"{scope}.conv2", stride=stride)
+    y = b.conv(y, width, 3, f"{scope}.conv2", stride=stride, groups=groups)
     y = b.relu(b.batchnorm(y, f"{scope}.bn2"), f"{scope}.relu_1")
     y = b.conv(y, planes * 4, 1, f"{scope}.conv3", pad=0)
     y = b.batchnorm(y, f"{scope}.bn3", gamma_scale=RESIDUAL_GAMMA)
@@ -78,3 +83,12 @@ def resnet152(size: int = 224, batch: int = 1, num_classes: int = 1000, width: f
     """ResNet-152: bottleneck blocks in stages 3-8-36-3 (the DNNVM paper's deepest network)."""
     return _resnet("resnet152", _bottleneck, (3, 8, 36, 3), size, batch, num_classes, width,
                    opset, seed)
+
+
+def resnext50(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+              opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """ResNeXt-50 32x4d (Xie et al. 2017): ResNet-50's stages with each bottleneck's 3x3 split
+    into 32 groups of 4 channels per 64 planes (the grouped convolution accelerators must
+    handle beyond depthwise)."""
+    return _resnet("resnext50", partial(_bottleneck, groups=32, base_width=4), (3, 4, 6, 3),
+                   size, batch, num_classes, width, opset, seed)

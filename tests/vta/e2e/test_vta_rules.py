@@ -75,20 +75,27 @@ def test_float_graph_gets_no_offload_without_quantisation():
     assert any("int8" in n.reason for n in rep.nodes if n.op == "Conv")
 
 
-def test_grouped_conv_that_is_not_depthwise_stays_on_cpu_with_the_reason():
+def _grouped_conv_placement(cin: int, cout: int, group: int):
     from onnx import TensorProto, helper, numpy_helper
 
     from retarget.frontend.onnx import from_onnx_model
     from retarget.passes.simplify import simplify
-    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((32, 16, 3, 3))
-                                .astype(np.float32), "w")
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal(
+        (cout, cin // group, 3, 3)).astype(np.float32), "w")
     g = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w"], ["y"], group=2, pads=[1] * 4, name="gconv")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 8, 8])],
+        [helper.make_node("Conv", ["x", "w"], ["y"], group=group, pads=[1] * 4, name="gconv")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, 8, 8])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
     graph = simplify(from_onnx_model(helper.make_model(g, opset_imports=[
         helper.make_opsetid("", 17)])))
     t = get_target("vta")
-    q = prepare(graph, t, {"x": np.ones((1, 32, 8, 8), np.float32)})
-    conv = next(n for n in partition(q, t).report.nodes if n.name == "gconv")
-    assert conv.placement == "cpu" and "group=2" in conv.reason and "GEMM core" in conv.reason
+    q = prepare(graph, t, {"x": np.ones((1, cin, 8, 8), np.float32)})
+    return next(n for n in partition(q, t).report.nodes if n.name == "gconv")
+
+
+def test_grouped_convs_run_on_vta_or_stay_on_cpu_with_the_reason():
+    assert _grouped_conv_placement(32, 32, 2).placement == "vta"      # whole blocks per group
+    conv = _grouped_conv_placement(64, 64, 16)                         # 4 per group: merged
+    assert conv.placement == "vta" and "4 at a time as block-diagonal weights" in conv.reason
+    conv = _grouped_conv_placement(12, 12, 3)                          # nothing fills a block
+    assert conv.placement == "cpu" and "groups=3" in conv.reason and "fills whole" in conv.reason

@@ -12,7 +12,7 @@ from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused
                                   qadd_problem, requant_reason,
                                   requantize_support)
 from ..base import Support, Target
-from .lower import reason
+from .lower import conv_groups, reason
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
 
@@ -29,24 +29,26 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
     kh, kw = w.type.shape[2:]
     if not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL):
         return Support.no(f"{where}: kernel {kh}x{kw} outside 1..{MAX_KERNEL}")
-    group, cin = int(a.get("group", 1)), x.type.shape[1]
-    if group != 1:
-        cout = w.type.shape[0]
-        if not group == cin == cout:
-            return Support.no(f"{where}: grouped convolution (group={group}, {cin}->{cout} "
-                              f"channels) does not map to the GEMM core; kept on cpu")
     why = requant_reason(t.name, graph, node)
     if why:
         return Support.no(why)
-    why = reason(conv_layer(node, fused_requantize(graph, node)), t.config)
+    layer = conv_layer(node, fused_requantize(graph, node))
+    why = reason(layer, t.config)
     if why:
         return Support.no(why)
-    c = t.config
-    if cin % c.block_in:
+    c, cin = t.config, x.type.shape[1]
+    notes = []
+    merged = conv_groups(layer, c)[3]
+    if merged > 1:
+        notes.append(f"groups={layer.groups} run {merged} at a time as block-diagonal weights "
+                     f"({merged}x the useful MACs on the GEMM core)")
+    if cin % c.block_in and layer.groups == 1:
         padded = -(-cin // c.block_in) * c.block_in
         waste = 100 * (padded - cin) / padded
-        return Support.yes(f"{where}: {cin} input channels, not a multiple of BLOCK_IN="
-                           f"{c.block_in}; padded ({waste:.0f}% of the input buffer wasted)")
+        notes.append(f"{cin} input channels, not a multiple of BLOCK_IN={c.block_in}; padded "
+                     f"({waste:.0f}% of the input buffer wasted)")
+    if notes:
+        return Support.yes(f"{where}: " + "; ".join(notes))
     return Support.yes("conv2d on the GEMM core, requantised on the ALU")
 
 

@@ -32,7 +32,7 @@ from ..isa import MemType
 from ..layout import pack_oihw
 from .alu import Region, emit_steps, requant_steps, requant_vectors
 from .context import LayerReport, LoweringContext
-from .layers import Conv2d, Dense, reason
+from .layers import Conv2d, Dense, conv_groups, reason
 from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, choose_schedule,
                        conv_consts, conv_geom, conv_spans, resident_consts)
 from .tensor import PackedTensor
@@ -54,8 +54,19 @@ class _Tile:
     offs: tuple[int, ...]                           # per output block: its first input block
 
 
-def pack_conv_weight(layer: Conv2d, weight: np.ndarray, cfg, depthwise: bool) -> np.ndarray:
-    """(O/BO, I/BI, KH, KW, BO, BI) int8; depthwise: (C/B, 1, KH, KW, B, B) diagonal blocks."""
+def pack_conv_weight(layer: Conv2d, weight: np.ndarray, cfg, depthwise: bool,
+                     merged: int = 1) -> np.ndarray:
+    """(O/BO, I/BI, KH, KW, BO, BI) int8 (I: the input channels of a group); depthwise:
+    (C/B, 1, KH, KW, B, B) diagonal blocks; `merged` groups at a time: the block-diagonal
+    weight of each merged group (conv_groups)."""
+    if merged > 1:
+        o, cg, kh, kw = weight.shape
+        og = o // layer.groups
+        wide = np.zeros((o, merged * cg, kh, kw), dtype=np.int8)
+        for j in range(o):               # output channel j belongs to member group m
+            m = (j // og) % merged
+            wide[j, m * cg:(m + 1) * cg] = weight[j]
+        weight = wide
     if not depthwise:
         return pack_oihw(weight, cfg.block_out, cfg.block_in)
     c, _, kh, kw = weight.shape
@@ -397,7 +408,9 @@ def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: n
     s = schedule or choose_schedule(layer, cfg, vthreads, cost)
     check_schedule(layer, cfg, s)
     ctx.begin_layer()
-    wbuf = ctx.constant(f"{layer.name}/weight", pack_conv_weight(layer, weight, cfg, g.diag))
+    merged = conv_groups(layer, cfg)[3]
+    wbuf = ctx.constant(f"{layer.name}/weight",
+                        pack_conv_weight(layer, weight, cfg, g.diag, merged))
     cbuf = ctx.constant(f"{layer.name}/bias", requant_vectors(
         layer.requant, layer.out_channels, g.cob, cfg, bias, with_half=True))
     return _emit(ctx, layer, g, s, x, wbuf, cbuf, out, _matrix_out)
@@ -438,6 +451,10 @@ def _emit(ctx, layer: Conv2d, g: ConvGeom, s: Schedule, x: PackedTensor, wbuf: s
     if g.diag:
         report.notes.append(f"depthwise as diagonal {cfg.block_out}x{cfg.block_in} weight "
                             f"blocks: 1/{cfg.block_in} of the GEMM core's MACs are useful")
+    merged = conv_groups(layer, cfg)[3]
+    if merged > 1:
+        report.notes.append(f"groups={layer.groups} merged {merged} at a time into block-"
+                            f"diagonal weights: 1/{merged} of the GEMM core's MACs are useful")
     ctx.end_layer(report)
     return y
 

@@ -46,23 +46,33 @@ def _window_reason(kernel, stride, pads) -> str | None:
     return None
 
 
-def conv_groups(layer: Conv2d, cfg: VTAConfig) -> tuple[int, int, bool] | str:
-    """(input blocks per group, output blocks per group, depthwise) or the reason the grouping
-    does not map onto whole BLOCK_IN x BLOCK_OUT weight blocks."""
+def conv_groups(layer: Conv2d, cfg: VTAConfig) -> tuple[int, int, bool, int] | str:
+    """(input blocks per group, output blocks per group, depthwise, groups merged) or the reason
+    the grouping does not map onto whole BLOCK_IN x BLOCK_OUT weight blocks.
+
+    Groups whose channels do not fill whole blocks (ResNeXt's 4 per group, RegNet's 8) are
+    merged: `merged` consecutive groups form one group of whole blocks whose weight is block
+    diagonal, zero between its member groups (merged x the useful MACs on the GEMM core, no
+    relayout of the activations). Depthwise keeps its own form, one diagonal block per
+    channel block."""
     c, o, g = layer.in_shape[1], layer.out_channels, layer.groups
     bi, bo = cfg.block_in, cfg.block_out
     if g == 1:
-        return -(-c // bi), -(-o // bo), False
+        return -(-c // bi), -(-o // bo), False, 1
     if c % g or o % g:
         return f"groups={g} does not divide {c} input / {o} output channels"
     if g == c == o:
         if bi != bo:
             return f"depthwise needs BLOCK_IN == BLOCK_OUT (config has {bi} and {bo})"
-        return 1, 1, True        # each channel block against its own diagonal weight block
-    if (c // g) % bi == 0 and (o // g) % bo == 0:
-        return (c // g) // bi, (o // g) // bo, False
-    return (f"groups={g} with {c // g} input / {o // g} output channels per group is neither "
-            f"depthwise nor a multiple of BLOCK_IN={bi} / BLOCK_OUT={bo}")
+        return 1, 1, True, 1     # each channel block against its own diagonal weight block
+    cg, og = c // g, o // g
+    merged = next((k for k in range(1, g + 1) if g % k == 0 and (k * cg) % bi == 0
+                   and (k * og) % bo == 0), None)
+    if merged is None:
+        return (f"groups={g} with {cg} input / {og} output channels per group is neither "
+                f"depthwise nor a multiple of BLOCK_IN={bi} / BLOCK_OUT={bo}, and no number of "
+                f"consecutive groups dividing {g} fills whole weight blocks")
+    return merged * cg // bi, merged * og // bo, False, merged
 
 
 def reason(layer: Layer, cfg: VTAConfig) -> str | None:

@@ -109,7 +109,7 @@ def conv_geom(layer: Conv2d | Pool2d, cfg: VTAConfig) -> ConvGeom:
     groups = conv_groups(layer, cfg)
     if isinstance(groups, str):
         raise TargetError(f"{layer.op} '{layer.name}': {groups}")
-    cig, cog, diag = groups
+    cig, cog, diag, _ = groups
     cib, cob = ceil_div(c, cfg.block_in), ceil_div(layer.out_channels, cfg.block_out)
     kh, sh = layer.kernel[0], layer.stride[0]
     return ConvGeom(nb, cib, cob, h, w, oh, ow, *layer.kernel, *layer.stride, layer.pads,
