@@ -129,6 +129,11 @@ def dense_problem(target: str, graph: Graph, node: Node, what: str) -> str | Non
     and a fused Requantize (None: it can). A MatMul may also take tokens, [B, N, K] or
     [B, H, W, K] by a constant [K, M] weight: the dense layer over the B * N (B * H * W) rows,
     whose bytes are the matrix's."""
+    w = node.input(1)
+    if node.op == "MatMul" and w is not None and not w.is_const:
+        return (f"MatMul '{node.name}': both operands are computed at run time (an activation "
+                f"x activation product such as attention's); {target}'s dense layers take a "
+                f"constant weight")
     why = operand_problem(target, node, (2, 3, 4) if node.op == "MatMul" else 2, what)
     if why:
         return why
