@@ -12,21 +12,18 @@ as its Erf chain, which retarget's importer recomposes), batch axis dynamic.
 
 Writes src/retarget/data/digits_vit.onnx and prints float top-1 on the held-out set:
 
-    python scripts/train_digits_vit.py [--epochs 60] [--seed 0]
+    python scripts/train_digits_vit.py [--epochs 120] [--seed 0]
 """
 from __future__ import annotations
 
 import argparse
-import io
 import time
-import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
-from train_digits import DATA, OPSET, splits, train
+from train_digits import DATA, export, splits, train
 
 
 class Block(nn.Module):
@@ -60,20 +57,9 @@ class DigitsViT(nn.Module):
         return self.head(self.norm(self.blocks(x)).mean(1))
 
 
-def export(model: nn.Module, path: Path) -> None:
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
-        torch.onnx.export(model, (torch.zeros(1, 1, 8, 8),), buf, dynamo=False,
-                          input_names=["image"], output_names=["logits"], opset_version=OPSET,
-                          dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
-                          do_constant_folding=True)
-    path.write_bytes(buf.getvalue())
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--epochs", type=int, default=120)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=DATA)
     args = ap.parse_args()
