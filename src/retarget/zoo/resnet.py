@@ -1,5 +1,6 @@
-"""ResNet-18 (basic blocks), ResNet-50 and ResNet-152 (bottlenecks) and ResNeXt-50 32x4d
-(grouped bottlenecks), laid out as torchvision's export."""
+"""ResNet-18 (basic blocks), ResNet-50 and ResNet-152 (bottlenecks), ResNeXt-50 32x4d
+(grouped bottlenecks) and a RegNetY-400MF-shaped net (grouped 3x3 with squeeze-and-
+excitation), laid out as torchvision's export."""
 from __future__ import annotations
 
 from functools import partial
@@ -92,3 +93,39 @@ def resnext50(size: int = 224, batch: int = 1, num_classes: int = 1000, width: f
     handle beyond depthwise)."""
     return _resnet("resnext50", partial(_bottleneck, groups=32, base_width=4), (3, 4, 6, 3),
                    size, batch, num_classes, width, opset, seed)
+
+
+def _se(b: OnnxBuilder, x: str, channels: int, scope: str) -> str:
+    """Squeeze-and-excitation: global pool, 1x1 reduce + ReLU, 1x1 expand + Sigmoid, scale."""
+    s = b.global_avgpool(x, f"{scope}.pool")
+    s = b.relu(b.conv(s, channels, 1, f"{scope}.fc1", pad=0, bias=True), f"{scope}.act")
+    s = b.conv(s, b.channels(x), 1, f"{scope}.fc2", pad=0, bias=True)
+    return b.binary("Mul", x, b._node("Sigmoid", f"{scope}.gate", [s], b.shape(s)), scope)
+
+
+def _regnet_y_block(b: OnnxBuilder, x: str, width: int, stride: int, group_width: int,
+                    scope: str) -> str:
+    cin = b.channels(x)
+    y = b.conv_bn(x, width, 1, f"{scope}.conv1", pad=0)
+    y = b.conv_bn(y, width, 3, f"{scope}.conv2", stride=stride, groups=width // group_width)
+    y = _se(b, y, max(1, cin // 4), f"{scope}.se")
+    y = b.conv_bn(y, width, 1, f"{scope}.conv3", pad=0, act=None, gamma_scale=RESIDUAL_GAMMA)
+    if stride != 1 or cin != width:
+        x = b.conv_bn(x, width, 1, f"{scope}.downsample", stride=stride, pad=0, act=None)
+    return b.relu(b.add(y, x, f"{scope}.add"), f"{scope}.relu")
+
+
+def regnet_y(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+             opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """RegNetY-400MF's shape (Radosavovic et al. 2020): a 3x3/2 stem of 32, then stages of
+    widths 48, 104, 208, 440 (x `width`, kept multiples of the group width 8) and depths
+    1, 3, 6, 6 of blocks with a grouped 3x3 (8 channels per group) and squeeze-and-excitation."""
+    b = OnnxBuilder("regnet_y", opset, seed)
+    y = b.conv_bn(b.input("input", (batch, 3, size, size)), 32, 3, "stem", stride=2)
+    for i, (w, depth) in enumerate(zip((48, 104, 208, 440), (1, 3, 6, 6))):
+        w = scaled(w, width, divisor=8)
+        for j in range(depth):
+            y = _regnet_y_block(b, y, w, 2 if j == 0 else 1, 8, f"s{i + 1}.b{j + 1}")
+    y = b.flatten(b.global_avgpool(y, "head.pool"), "head.flatten")
+    b.output(b.gemm(y, num_classes, "head.fc"))
+    return b.model()

@@ -1,5 +1,6 @@
-"""ResNeXt-50 32x4d end to end on vta: every grouped 3x3 runs on the accelerator (groups merged
-into block-diagonal weights), bit-exact against the integer reference."""
+"""ResNeXt-50 32x4d and a RegNetY-400MF-shaped net end to end on vta: every grouped 3x3 runs on
+the accelerator (groups merged into block-diagonal weights), bit-exact against the integer
+reference."""
 import numpy as np
 import pytest
 
@@ -24,4 +25,18 @@ def test_resnext_grouped_convs_on_vta_bit_exact(cfg):
     assert sum("block-diagonal" in placed[n].reason for n in grouped) == 13
     s = m.report.summary
     assert s["macs_on_target"] >= 0.95 * (s["macs_on_target"] + s["macs_on_cpu"])
+    m.close()
+
+
+def test_regnet_y_odd_group_counts_and_se_on_vta_bit_exact():
+    """13 and 55 groups of 8 channels: merged in pairs, the odd last pair half padding."""
+    g = import_model(zoo.build("regnet_y", size=32, num_classes=10, seed=0))
+    m = retarget.compile(g, "vta", calibration=calibration_for(g))
+    x = input_for(g)
+    assert np.array_equal(m.run(x)["output"], run_graph(m.graph, x)["output"])
+    grouped = {n.name for n in g.nodes if n.op == "Conv" and n.attrs.get("group", 1) > 1}
+    placed = {n.name: n for n in m.report.nodes}
+    assert grouped and all(placed[n].placement == "vta" for n in grouped)
+    s = m.report.summary
+    assert s["macs_on_target"] >= 0.9 * (s["macs_on_target"] + s["macs_on_cpu"])
     m.close()

@@ -11,8 +11,10 @@ from retarget.targets.vta.lower import Conv2d, Requant, conv_groups, lower_conv2
 from .conftest import CONFIGS, rand_int8, run_one
 
 # (in channels, out channels, groups, kernel, stride): ResNeXt's 4 per group, RegNet's 8,
-# a depthwise with channel multiplier 2, and two groups of whole blocks.
+# a depthwise with channel multiplier 2, two groups of whole blocks, RegNet's odd 13 groups
+# of 8 (the last merged group half padding) and 3 groups of 8 (refused on 1x32).
 SHAPES = [(32, 32, 8, 3, 1), (64, 64, 16, 3, 2), (48, 96, 6, 3, 1), (32, 64, 4, 1, 1),
+          (104, 104, 13, 3, 1), (24, 24, 3, 3, 1),
           (16, 32, 16, 3, 1), (64, 128, 2, 3, 1)]
 
 
@@ -48,3 +50,4 @@ def test_merge_is_the_fewest_groups_that_fill_blocks():
     assert conv_groups(layer("pynq", 64, 64, 64, 3, 1), cfg)[2:] == (True, 1)      # depthwise
     why = conv_groups(layer("pynq", 12, 12, 3, 3, 1), cfg)
     assert isinstance(why, str) and "groups=3 with 4 input / 4 output" in why
+    assert conv_groups(layer("pynq", 104, 104, 13, 3, 1), cfg)[2:] == (False, 2)    # odd count

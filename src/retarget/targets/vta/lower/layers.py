@@ -66,12 +66,20 @@ def conv_groups(layer: Conv2d, cfg: VTAConfig) -> tuple[int, int, bool, int] | s
             return f"depthwise needs BLOCK_IN == BLOCK_OUT (config has {bi} and {bo})"
         return 1, 1, True, 1     # each channel block against its own diagonal weight block
     cg, og = c // g, o // g
-    merged = next((k for k in range(1, g + 1) if g % k == 0 and (k * cg) % bi == 0
-                   and (k * og) % bo == 0), None)
+
+    def fits(k: int) -> bool:
+        # k groups fill whole blocks; an odd last merged group (RegNet's 13 groups of 8) is
+        # filled by the channel padding every tensor already has up to whole blocks
+        if (k * cg) % bi or (k * og) % bo:
+            return False
+        n = -(-g // k)
+        return g % k == 0 or (n * k * cg == -(-c // bi) * bi and n * k * og == -(-o // bo) * bo)
+
+    merged = next((k for k in range(1, g + 1) if fits(k)), None)
     if merged is None:
         return (f"groups={g} with {cg} input / {og} output channels per group is neither "
                 f"depthwise nor a multiple of BLOCK_IN={bi} / BLOCK_OUT={bo}, and no number of "
-                f"consecutive groups dividing {g} fills whole weight blocks")
+                f"consecutive groups fills whole weight blocks")
     return merged * cg // bi, merged * og // bo, False, merged
 
 
