@@ -1,7 +1,7 @@
 """Transformer-era zoo networks (ViT, ConvNeXt-style, MobileViT-style): the reference against
 onnxruntime, with LayerNorm and GELU as single ops (opset 17) and as the decomposed chains older
 exports write (opset 13); and on vta, bit-exact against the integer reference with the dense
-layers over tokens on the accelerator."""
+layers over tokens and attention's activation x activation products on the accelerator."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,11 +63,13 @@ def test_vta_bit_exact_with_token_dense_layers_on_the_accelerator(name):
     s = m.report.summary
     share = s["macs_on_target"] / (s["macs_on_target"] + s["macs_on_cpu"])
     assert share >= 0.9, (name, share, m.report.table())
-    token = [n for n in m.report.nodes if n.op == "MatMul" and n.placement == "vta"]
+    token = [n for n in m.report.nodes if n.op == "MatMul" and n.placement == "vta"
+             and "activation x activation" not in n.reason]
     assert token and all("token rows" in n.reason for n in token)
-    # attention's products stay on the cpu, and the report says why
-    attn = [n for n in m.report.nodes if n.op == "MatMul" and n.placement == "cpu"]
-    assert all("computed at run time" in n.reason for n in attn)
+    # attention's products run on vta too, one dense layer per head
+    const_b = {n.name for n in m.graph.nodes if n.op == "MatMul" and n.inputs[1].is_const}
+    attn = [n for n in m.report.nodes if n.op == "MatMul" and n.name not in const_b]
+    assert all(n.placement == "vta" and "activation x activation" in n.reason for n in attn)
     assert attn or name == "convnext"
     m.close()
 
@@ -92,3 +94,50 @@ def test_dense_over_vta_made_4d_input_stays_on_cpu_with_a_reason():
     x = {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)}
     assert np.array_equal(mod.run(x)["y"], run_graph(mod.graph, x)["y"])
     mod.close()
+
+
+def _matmul_graph(a_shape, b_shape, conv_b: bool):
+    """MatMul(a, b) of two activations; b made by a Conv (on vta) when conv_b."""
+    ins = [helper.make_tensor_value_info("a", 1, list(a_shape)),
+           helper.make_tensor_value_info("b", 1, list(b_shape))]
+    nodes, inits = [], []
+    if conv_b:
+        w = (RNG.standard_normal((b_shape[1], b_shape[1], 1, 1)) * 0.3).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, "w"))
+        nodes.append(helper.make_node("Conv", ["b", "w"], ["bc"]))
+    nodes.append(helper.make_node("MatMul", ["a", "bc" if conv_b else "b"], ["y"],
+                                  name="mm"))
+    g = helper.make_graph(nodes, "g", ins, [helper.make_empty_tensor_value_info("y")], inits)
+    graph = import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                                           ir_version=8))
+    calib = [{"a": RNG.standard_normal(a_shape).astype(np.float32),
+              "b": RNG.standard_normal(b_shape).astype(np.float32)}]
+    m = retarget.compile(graph, "vta", calibration=calib)
+    return m, next(n for n in m.report.nodes if n.name == "mm")
+
+
+def test_activation_products_that_stay_on_cpu_say_why():
+    m, mm = _matmul_graph((1, 16, 8, 8), (1, 16, 8, 8), conv_b=True)
+    assert mm.placement == "cpu" and "on vta, in the channel-blocked layout" in mm.reason
+    m.close()
+    m, mm = _matmul_graph((2, 16, 8), (1, 8, 16), conv_b=False)
+    assert mm.placement == "cpu" and "must share their leading" in mm.reason
+    m.close()
+    m, mm = _matmul_graph((2, 16, 8), (2, 8, 16), conv_b=False)
+    assert mm.placement == "vta" and "2 slice(s) of 16x8 . 8x16" in mm.reason
+    x = {"a": RNG.standard_normal((2, 16, 8)).astype(np.float32),
+         "b": RNG.standard_normal((2, 8, 16)).astype(np.float32)}
+    assert np.array_equal(m.run(x)["y"], run_graph(m.graph, x)["y"])
+    m.close()
+
+
+def test_artifact_with_weight_laid_out_operands_round_trips(tmp_path):
+    graph = import_model(build("vit"))
+    calib = [{"input": RNG.standard_normal((1, 3, 32, 32)).astype(np.float32)}]
+    m = retarget.compile(graph, "vta", calibration=calib)
+    x = {"input": x_for("vit")}
+    first = m.run(x)["output"]
+    m.save(tmp_path / "vit")
+    again = retarget.runtime.module.Module.load(tmp_path / "vit")
+    assert np.array_equal(again.run(x)["output"], first)
+    m.close(), again.close()

@@ -11,6 +11,7 @@ Pipeline (docs/quantization.md has the number format and every op's exact semant
                                  -> the same op on int8 x, int8 W, int32 bias (at f_x + f_w),
                                     then Requantize ("<name>/requant") with a following
                                     Relu / Clip folded into its clip range
+      MatMul of two activations  -> the same on int8 a, int8 b (at f_a + f_b), Requantize
       Add of two activations     -> QAdd (alignment shifts), Relu / Clip folded in
       MaxPool, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Identity, Relu, Pad(0),
       GlobalMaxPool, Concat      -> unchanged on the integer tensor (exact on integers)
@@ -260,6 +261,8 @@ class _Rewriter:
 
     def _weight_op(self, node: Node) -> bool:
         x, w = node.inputs[0], node.input(1)
+        if node.op == "MatMul" and self.is_float_activation(x) and self.is_float_activation(w):
+            return self._activation_matmul(node)
         if not self.is_float_activation(x) or w is None or not w.is_const:
             return False
         if node.op == "MatMul" and w.const.ndim != 2:
@@ -292,6 +295,15 @@ class _Rewriter:
         y = node.outputs[0]
         acc = self._emit(node.op, node.name, inputs, f"{y.name}_acc", replaces=True, **attrs)
         self._requantize(node, acc, f_acc, y)
+        return True
+
+    def _activation_matmul(self, node: Node) -> bool:
+        """MatMul of two activations (attention's Q.K^T and A.V): both int8 at their own
+        fractional bits, the int32 product at their sum, requantised like a conv."""
+        (aq, fa), (bq, fb) = self.q(node.inputs[0]), self.q(node.inputs[1])
+        y = node.outputs[0]
+        acc = self._emit("MatMul", node.name, [aq, bq], f"{y.name}_acc", replaces=True)
+        self._requantize(node, acc, fa + fb, y)
         return True
 
     def _quantize_bias(self, node: Node, bias: np.ndarray, f_acc) -> np.ndarray:

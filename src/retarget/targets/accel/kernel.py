@@ -27,20 +27,30 @@ from ..base import Kernel, Target, WeightStore
 @dataclass(frozen=True, slots=True)
 class Binding:
     """A region input or output: graph value `value` (int8, logical NCHW or (rows, cols)
-    shape) lives in the program's DRAM buffer `buffer`, in the target's layout."""
+    shape) lives in the program's DRAM buffer `buffer`, in the target's layout. `slices` > 1
+    marks an input read as that many stacked weight matrices, (slices * K) x M, rather than
+    as an activation (the second operand of a batched activation x activation product)."""
     value: str
     buffer: str
     shape: tuple[int, ...]
+    slices: int = 0
 
     def to_json(self) -> dict:
-        return {"value": self.value, "buffer": self.buffer, "shape": list(self.shape)}
+        d = {"value": self.value, "buffer": self.buffer, "shape": list(self.shape)}
+        if self.slices:
+            d["slices"] = self.slices
+        return d
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Binding":
         shape = tuple(int(s) for s in d["shape"])
         if len(shape) not in (2, 4) or min(shape) <= 0:
             raise ValueError(f"binding {d.get('value')!r}: shape {list(shape)} is not 2-D/4-D")
-        return Binding(str(d["value"]), str(d["buffer"]), shape)
+        slices = int(d.get("slices", 0))
+        if slices < 0 or (slices and (len(shape) != 2 or shape[0] % slices)):
+            raise ValueError(f"binding {d.get('value')!r}: {slices} weight slices do not "
+                             f"divide its shape {list(shape)}")
+        return Binding(str(d["value"]), str(d["buffer"]), shape, slices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +96,8 @@ class StreamKernel(Kernel):
         self._timing = None
 
     # ---- what a target fills in -------------------------------------------------------------
-    def pack_input(self, x: np.ndarray) -> np.ndarray:
-        """A logical int8 tensor in the layout of its DRAM buffer."""
+    def pack_input(self, x: np.ndarray, binding: Binding) -> np.ndarray:
+        """A logical int8 tensor in the layout of its DRAM buffer (`binding` says which)."""
         raise NotImplementedError(f"{type(self).__name__}.pack_input")
 
     def unpack_output(self, p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -144,7 +154,7 @@ class StreamKernel(Kernel):
         # The host lays inputs out in place in the shared DRAM: the executor's copy of the
         # logical tensor is read through a view and written where the program's LOADs read it.
         for b, ptr in zip(self.inputs, inputs):
-            packed = self.pack_input(device.view(ptr, b.shape, np.int8))
+            packed = self.pack_input(device.view(ptr, b.shape, np.int8), b)
             dst = self._buffer_view(device, loaded, b.buffer)
             if packed.shape != dst.shape:
                 raise TargetError(f"{self.label} kernel {self.name!r}: input {b.value!r} packs "

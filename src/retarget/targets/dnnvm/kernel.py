@@ -31,7 +31,7 @@ class DNNVMKernel(StreamKernel):
     label: ClassVar[str] = "dnnvm"
     program_class: ClassVar[type] = Program
 
-    def pack_input(self, x: np.ndarray) -> np.ndarray:
+    def pack_input(self, x: np.ndarray, binding=None) -> np.ndarray:
         return to_nhwc(x)
 
     def unpack_output(self, p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -257,6 +257,22 @@ class StreamBuilder:
         self._dram_top = offset + buf.nbytes
         return buf
 
+    def alias(self, name: str, parent: str, byte_offset: int, shape: tuple[int, ...],
+              dtype: str = "int8") -> DramBuffer:
+        """A named view of part of buffer `parent` (e.g. one slice of a batched operand), so
+        instructions can address the part as a buffer of its own."""
+        if name in self.buffers:
+            raise TargetError(f"DRAM buffer {name!r} allocated twice")
+        base = self._buffer(parent)
+        buf = DramBuffer(name, base.offset + int(byte_offset), tuple(int(s) for s in shape),
+                         str(np.dtype(dtype)))
+        if byte_offset < 0 or byte_offset + buf.nbytes > base.nbytes:
+            raise TargetError(f"DRAM buffer {name!r}: bytes [{byte_offset}, "
+                              f"{byte_offset + buf.nbytes}) are outside buffer {parent!r} of "
+                              f"{base.nbytes} bytes")
+        self.buffers[name] = buf
+        return buf
+
     def _dram_elem_bytes(self, mem_type: MemType) -> int:
         return self._elem_bytes[mem_type]
 

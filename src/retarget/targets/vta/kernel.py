@@ -14,7 +14,7 @@ import numpy as np
 from ..accel.kernel import Binding, LayerInfo, StreamKernel
 from .builder import Program
 from .config import VTAConfig
-from .layout import pack_matrix, pack_nchw, unpack_matrix, unpack_nchw
+from .layout import pack_matrix, pack_nchw, pack_oihw, unpack_matrix, unpack_nchw
 
 
 def pack_for(cfg: VTAConfig, x: np.ndarray, block: int) -> np.ndarray:
@@ -23,6 +23,15 @@ def pack_for(cfg: VTAConfig, x: np.ndarray, block: int) -> np.ndarray:
     if x.ndim == 4:
         return pack_nchw(x, cfg.batch, block)
     return pack_matrix(x, cfg.batch, block)
+
+
+def pack_weight_slices(x: np.ndarray, slices: int, cfg: VTAConfig) -> np.ndarray:
+    """(slices * K) x M int8 -> `slices` weight matrices W[m, k] = x[s * K + k, m], each in the
+    GEMM core's weight blocks (M/BO, K/BI, 1, 1, BO, BI), zero-padded: the second operand of
+    a batched product A . B, read as the weights of a dense layer."""
+    k = x.shape[0] // slices
+    w = np.ascontiguousarray(x.reshape(slices, k, x.shape[1]).transpose(0, 2, 1))
+    return np.stack([pack_oihw(ws[:, :, None, None], cfg.block_out, cfg.block_in) for ws in w])
 
 
 def unpack_from(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -39,8 +48,11 @@ class VTAKernel(StreamKernel):
     label: ClassVar[str] = "vta"
     program_class: ClassVar[type] = Program
 
-    def pack_input(self, x: np.ndarray) -> np.ndarray:
-        return pack_for(self.program.config, x, self.program.config.block_in)
+    def pack_input(self, x: np.ndarray, binding: Binding | None = None) -> np.ndarray:
+        cfg = self.program.config
+        if binding is not None and binding.slices:
+            return pack_weight_slices(x, binding.slices, cfg)
+        return pack_for(cfg, x, cfg.block_in)
 
     def unpack_output(self, p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         return unpack_from(p, shape)
@@ -50,4 +62,4 @@ class VTAKernel(StreamKernel):
         return simulate_timing(self.program, layers=self.layer_spans())
 
 
-__all__ = ["Binding", "LayerInfo", "VTAKernel", "pack_for", "unpack_from"]
+__all__ = ["Binding", "LayerInfo", "VTAKernel", "pack_for", "pack_weight_slices", "unpack_from"]

@@ -38,6 +38,19 @@ def _lower_alu_node(ctx, n: Node, x: list):
     return L.lower_pool2d(ctx, layer, x[0])
 
 
+def _weight_slices(v, region: Region) -> int:
+    """How many stacked matrices [.., K, M] value `v` holds when it is the second operand of
+    an activation x activation MatMul in `region` (read as weights), else 0."""
+    readers = [n for n in region.nodes if any(x is v for x in n.inputs)]
+    as_weight = [n for n in readers if n.op == "MatMul" and n.inputs[1] is v]
+    if not as_weight:
+        return 0
+    if len(as_weight) != len(readers) or any(n.inputs[0] is v for n in readers):
+        raise TargetError(f"{v.name!r} is both a MatMul's second operand and read otherwise "
+                          f"in region {region.name!r}; it needs one DRAM layout")
+    return math.prod(int(d) for d in v.type.shape[:-2])
+
+
 def _dram_shape(v, region: Region) -> tuple[int, ...]:
     """How a region input lives in DRAM: NCHW tensors and matrices as they are; tokens
     ([B, N, K], or [B, H, W, K] read only by dense layers) as the rows x K matrix a dense
@@ -56,6 +69,14 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     packed: dict[int, Any] = {}
     inputs = []
     for i, v in enumerate(region.inputs):
+        slices = _weight_slices(v, region)
+        if slices:     # the host lays B out as weight blocks (VTAKernel.pack_input)
+            k, m = (int(d) for d in v.type.shape[-2:])
+            ctx.b.alloc(f"in{i}", (slices, -(-m // cfg.block_out), -(-k // cfg.block_in), 1, 1,
+                                   cfg.block_out, cfg.block_in), "int8")
+            packed[id(v)] = f"in{i}"
+            inputs.append(Binding(v.name, f"in{i}", (slices * k, m), slices))
+            continue
         t = ctx.input(f"in{i}", _dram_shape(v, region))
         packed[id(v)] = t
         inputs.append(Binding(v.name, f"in{i}", t.shape))
@@ -73,6 +94,12 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
             bias = n.input(2).const if n.op == "Conv" and n.input(2) is not None else None
             if n.op == "Conv":
                 y = L.lower_conv2d(ctx, conv_layer(n, rq), x, n.inputs[1].const, bias)
+            elif not n.inputs[1].is_const:          # activation x activation, per slice
+                a_shape, (k, m) = n.inputs[0].type.shape, n.inputs[1].type.shape[-2:]
+                slices = math.prod(int(d) for d in a_shape[:-2])
+                layer = L.Dense(n.name, int(a_shape[-2]), int(k), int(m), requant_of(rq),
+                                op=n.op)
+                y = L.lower_batched_matmul(ctx, layer, x, packed[id(n.inputs[1])], slices)
             else:
                 w = dense_weight(n)
                 xm = x.as_matrix() if len(x.shape) == 4 else x

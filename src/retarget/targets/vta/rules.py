@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from ...ir.graph import Graph, Node
 from ...ops.registry import resolve_attrs
-from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused_requantize, int8, map_problem,
-                                  qadd_problem, requant_reason,
+from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused_requantize, int8,
+                                  map_problem, qadd_problem, requant_of, requant_reason,
                                   requantize_support)
 from ..base import Support, Target
-from .lower import conv_groups, reason
+from .lower import Dense, conv_groups, reason
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
 
@@ -52,18 +52,58 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
     return Support.yes("conv2d on the GEMM core, requantised on the ALU")
 
 
+def _on_vta_operand(t: Target, node: Node, graph: Graph, operands) -> str | None:
+    """Why an operand that the host must lay out (tokens, weights of a product) cannot come
+    from vta itself: what vta makes stays in its channel-blocked layout."""
+    producers = graph.producers()
+    for v in operands:
+        src = producers.get(v)
+        if src is not None and t.supports(src, graph).ok:
+            return (f"{node.op} '{node.name}': its input {v.name!r} comes from {src.op} "
+                    f"'{src.name}' on vta, in the channel-blocked layout; this product reads it "
+                    "laid out by the host (a relayout)")
+    return None
+
+
+def _activation_matmul_rule(t: Target, node: Node, graph: Graph) -> Support:
+    """A . B of two int8 activations, batched over leading dims (attention's Q . K^T, A . V):
+    one dense layer per slice, B laid out as weights by the host."""
+    a, b = node.inputs[0], node.inputs[1]
+    where = f"MatMul '{node.name}'"
+    if not (int8(a) and int8(b)):
+        return Support.no(f"{where}: vta multiplies int8 operands, got {a.type} x {b.type}")
+    sa, sb = a.type.shape, b.type.shape
+    if len(sa) < 2 or len(sa) != len(sb) or sa[:-2] != sb[:-2]:
+        return Support.no(f"{where}: operands {list(sa)} x {list(sb)} must share their leading "
+                          "(batch, head) dimensions, without broadcasting")
+    why = _on_vta_operand(t, node, graph, (a, b)) or requant_reason(t.name, graph, node)
+    if why:
+        return Support.no(why)
+    n, k, m = int(sa[-2]), int(sa[-1]), int(sb[-1])
+    if n % t.config.batch:
+        return Support.no(f"{where}: {n} rows per slice are not whole batch blocks of "
+                          f"BATCH={t.config.batch}")
+    why = reason(Dense(node.name, n, k, m, requant_of(fused_requantize(graph, node))), t.config)
+    if why:
+        return Support.no(why)
+    slices = a.type.numel // (n * k)
+    return Support.yes(f"activation x activation product on the GEMM core: {slices} slice(s) "
+                       f"of {n}x{k} . {k}x{m}, the second operand laid out as weights by the host")
+
+
 def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
+    w = node.input(1)
+    if node.op == "MatMul" and w is not None and not w.is_const:
+        return _activation_matmul_rule(t, node, graph)
     why = dense_problem(t.name, graph, node, "dense layers (2-D, or tokens [..., K])")
     if why:
         return Support.no(why)
     x = node.inputs[0]
-    src = graph.producers().get(x)
-    if x.type.rank == 4 and src is not None and t.supports(src, graph).ok:
-        # Tokens [B, H, W, K] are read as the (B*H*W) x K matrix of their row-major bytes; a
-        # 4-D tensor made on vta is in the channel-blocked NCHW layout instead.
-        return Support.no(f"{node.op} '{node.name}': its 4-D input comes from {src.op} "
-                          f"'{src.name}' on vta, in the channel-blocked layout; a dense layer "
-                          "over [B, H, W, K] tokens needs them row-major (a host relayout)")
+    # Tokens [B, H, W, K] are read as the (B*H*W) x K matrix of their row-major bytes; a 4-D
+    # tensor made on vta is in the channel-blocked NCHW layout instead.
+    why = _on_vta_operand(t, node, graph, (x,)) if x.type.rank == 4 else None
+    if why:
+        return Support.no(why)
     rows = x.type.numel // x.type.shape[-1]
     how = "dense on the GEMM core, requantised on the ALU"
     return Support.yes(how if x.type.rank == 2 else f"{how}, over the {rows} token rows")

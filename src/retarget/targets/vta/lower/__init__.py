@@ -9,7 +9,7 @@
 """
 from .alu import Region, emit_requant, requant_vectors
 from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
-from .conv import lower_conv2d, lower_dense, pack_conv_weight
+from .conv import lower_batched_matmul, lower_conv2d, lower_dense, pack_conv_weight
 from .context import LayerReport, LoweredSegment, LoweringContext, TokenTracker
 from .layers import (Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, ResidualAdd,
                      conv_groups, reason)
@@ -25,7 +25,7 @@ __all__ = ["Conv2d", "CostFn", "Dense", "Estimate", "LayerReport", "Layer",
            "LoweredSegment", "LoweringContext", "PackedTensor", "Pool2d", "Region", "Requant",
            "RequantizeLayer", "ResidualAdd", "Schedule", "SegmentRun", "TokenTracker",
            "candidates", "check_schedule", "choose_schedule", "conv_groups", "dram_cost",
-           "dram_image", "emit_requant", "estimate", "lower_conv2d", "lower_dense", "lower_pool2d",
+           "dram_image", "emit_requant", "estimate", "lower_batched_matmul", "lower_conv2d", "lower_dense", "lower_pool2d",
            "lower_requantize", "lower_residual_add", "compute_floor", "conv_cycles", "model_cost", "model_cycles",
            "model_schedule", "time_schedule",
            "pack_conv_weight", "reason", "reference", "requant_vectors", "run_segment"]

@@ -123,6 +123,18 @@ class LoweringContext:
         self.b.alloc(name, t.packed_shape, dtype)
         return t
 
+    def view(self, t: PackedTensor, name: str, first_row: int, rows: int) -> PackedTensor:
+        """Rows [first_row, first_row + rows) of matrix tensor `t` as a tensor of its own (a
+        DRAM alias: no copy). Both must be whole batch blocks."""
+        c = self.cfg
+        if len(t.shape) != 2 or first_row % c.batch or rows % c.batch:
+            raise TargetError(f"view {name!r}: rows [{first_row}, {first_row + rows}) of "
+                              f"{list(t.shape)} are not whole batch blocks of {c.batch}")
+        v = PackedTensor(name, (rows, t.shape[1]), t.dtype, t.batch, t.block)
+        row_bytes = v.packed_shape[1] * t.batch * t.block * np.dtype(t.dtype).itemsize
+        self.b.alias(name, t.buffer, first_row // c.batch * row_bytes, v.packed_shape, t.dtype)
+        return v
+
     def input(self, name: str, shape: tuple[int, ...], dtype: str = "int8") -> PackedTensor:
         """Allocate a buffer the caller fills before running (a segment input)."""
         t = self.tensor(name, shape, dtype)

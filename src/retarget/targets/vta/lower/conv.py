@@ -23,7 +23,7 @@ weights) is already resident in the thread's half is not loaded again.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -436,11 +436,12 @@ def lower_conv2d_for_timing(ctx: LoweringContext, layer: Conv2d, x: PackedTensor
 
 
 def _emit(ctx, layer: Conv2d, g: ConvGeom, s: Schedule, x: PackedTensor, wbuf: str, cbuf: str,
-          out: str | None, matrix_out: bool) -> PackedTensor:
+          out: str | PackedTensor | None, matrix_out: bool) -> PackedTensor:
     cfg = ctx.cfg
     nconst = conv_consts(layer)
     shape = layer.out_shape[:2] if matrix_out else layer.out_shape
-    y = ctx.tensor(out or f"{layer.name}/out", shape, block=cfg.block_out)
+    y = out if isinstance(out, PackedTensor) else \
+        ctx.tensor(out or f"{layer.name}/out", shape, block=cfg.block_out)
     em = _ConvEmitter(ctx, layer, g, s, x, wbuf, cbuf, y, nconst)
     em.run()
     report = LayerReport(layer.name, "conv2d", s, 0, layer.macs,
@@ -474,4 +475,42 @@ def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.
     y = lower_conv2d(ctx, layer.as_conv(), x, weight.reshape(weight.shape + (1, 1)), bias,
                      schedule=schedule, out=out, _matrix_out=True)
     ctx.reports[-1].kind = "dense"
+    return y
+
+
+def lower_batched_matmul(ctx: LoweringContext, layer: Dense, a: PackedTensor, wbuf: str,
+                         slices: int, out: str | None = None) -> PackedTensor:
+    """`slices` independent products A_s . B_s of two activations (attention's per-head
+    Q . K^T and A . V). `a` is the (slices * N) x K matrix tensor of the A_s; `wbuf` the input
+    buffer holding the B_s as weight blocks (kernel.pack_weight_slices: the host lays them out
+    so, as it lays out every input); `layer` the dense layer of one slice (N rows, K -> M) with
+    its requantisation. Each slice is that dense layer on views of the operands and the
+    result (DRAM aliases, no copies), scheduled once. Returns the (slices * N) x M matrix."""
+    cfg = ctx.cfg
+    conv = layer.as_conv()
+    why = reason(conv, cfg)
+    if why:
+        raise TargetError(why)
+    n, m = layer.batch, layer.out_features
+    if a.shape != (slices * n, layer.in_features):
+        raise InputError(f"{layer.op} '{layer.name}': A is {list(a.shape)}, expected "
+                         f"[{slices * n}, {layer.in_features}] ({slices} slices of {n} rows)")
+    g = conv_geom(conv, cfg)
+    s = choose_schedule(layer, cfg)
+    check_schedule(conv, cfg, s)
+    y = ctx.tensor(out or f"{layer.name}/out", (slices * n, m), block=cfg.block_out)
+    ctx.begin_layer()
+    cbuf = ctx.constant(f"{layer.name}/bias", requant_vectors(
+        layer.requant, m, g.cob, cfg, None, with_half=True))
+    w_bytes = g.cob * g.cig * cfg.wgt_elem_bytes
+    for i in range(slices):
+        if i:
+            ctx.begin_layer()
+        name = f"{layer.name}[{i}]"
+        wname = f"{wbuf}[{i}]"
+        ctx.b.alias(wname, wbuf, i * w_bytes, (g.cob, g.cig, 1, 1, cfg.block_out, cfg.block_in))
+        _emit(ctx, replace(conv, name=name), g, s, ctx.view(a, f"{a.buffer}[{i}]", i * n, n),
+              wname, cbuf,
+              ctx.view(y, f"{y.buffer}[{i}]", i * n, n), True)
+        ctx.reports[-1].kind = "matmul"
     return y
