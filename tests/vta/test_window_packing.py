@@ -141,3 +141,21 @@ def test_only_convs_fed_by_the_host_are_packed():
     assert not any("/pack_" in n.name for n in m.graph.nodes) and not m.target.packings
     assert {n.name: n.placement for n in m.report.nodes}["a"] == "cpu"
     m.close()
+
+
+def test_a_window_wider_than_vta_takes_is_packed_onto_vta():
+    """ViT's patch embedding (16x16 / 16 here 8x8 / 8): too wide for the GEMM core's kernels,
+    so the window is packed into channels on the host and the conv runs on vta."""
+    import retarget
+    from retarget import zoo
+    from retarget.frontend.onnx import import_model
+    from retarget.targets.cpu.reference import run_graph
+    g = import_model(zoo.build("vit", size=32, patch=8, depth=1, num_classes=10, seed=0))
+    rng = np.random.default_rng(0)
+    m = retarget.compile(g, "vta", calibration=[
+        {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}])
+    conv = next(n for n in m.report.nodes if n.name == "/patch_embed.proj/Conv")
+    assert conv.placement == "vta" and "window packed into channels" in conv.reason
+    x = {"input": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)}
+    assert np.array_equal(m.run(x)["output"], run_graph(m.graph, x)["output"])
+    m.close()

@@ -17,7 +17,9 @@ from .lower import Dense, conv_groups, reason
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
 
 
-def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
+def conv_rule(t: Target, node: Node, graph: Graph, kernel_limit: bool = True) -> Support:
+    """Whether vta runs Conv `node`. kernel_limit=False asks whether it would, but for its
+    window size: window packing (window_packing.py) can turn a larger window into channels."""
     x, w = node.inputs[0], node.input(1)
     where = f"Conv '{node.name}'"
     why = conv_problem(t.name, node)
@@ -27,7 +29,7 @@ def _conv_rule(t: Target, node: Node, graph: Graph) -> Support:
     if any(d != 1 for d in (a.get("dilations") or [1, 1])):
         return Support.no(f"{where}: dilation {a['dilations']} does not map to the load padding")
     kh, kw = w.type.shape[2:]
-    if not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL):
+    if kernel_limit and not (1 <= kh <= MAX_KERNEL and 1 <= kw <= MAX_KERNEL):
         return Support.no(f"{where}: kernel {kh}x{kw} outside 1..{MAX_KERNEL}")
     why = requant_reason(t.name, graph, node)
     if why:
@@ -152,6 +154,6 @@ def _pool_rule(t: Target, node: Node, graph: Graph) -> Support:
     return Support.yes(f"{'max' if node.op == 'MaxPool' else 'average'} pooling on the ALU")
 
 
-RULES = {"Conv": _conv_rule, "Gemm": _gemm_rule, "MatMul": _gemm_rule,
+RULES = {"Conv": conv_rule, "Gemm": _gemm_rule, "MatMul": _gemm_rule,
          "Requantize": _requantize_rule, "QAdd": _qadd_rule, "Relu": _relu_rule,
          "MaxPool": _pool_rule, "AveragePool": _pool_rule}

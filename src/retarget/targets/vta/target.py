@@ -32,7 +32,7 @@ from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
 from .region import lower_region
-from .rules import RULES
+from .rules import MAX_KERNEL, RULES, conv_rule
 from .window_packing import Packing, is_packed, pack_narrow_convs
 
 DEVICE_MEMORY = 1 << 28  # simulated shared DRAM (pages are only touched when used)
@@ -92,17 +92,21 @@ class VTATarget(Target):
         # this compile's decisions only (a Target instance may compile several graphs)
         self.packings, self._packed, self._host_reasons = [], {}, {}
         producers = graph.producers()
-        candidates = []
+        candidates, too_wide = [], {}
         for n in graph.nodes:
-            if n.op != "Conv" or is_packed(n, producers) or not self.supports(n, graph).ok:
+            if n.op != "Conv" or is_packed(n, producers):
                 continue
+            if not self.supports(n, graph).ok:
+                if not conv_rule(self, n, graph, kernel_limit=False).ok:
+                    continue
+                too_wide[n.name] = MAX_KERNEL   # only its window is too large: pack it
             if any(fnmatch.fnmatchcase(n.name, pat) for pat in self.cpu_nodes):
                 continue                      # the user keeps it on the CPU: nothing to gain
             src = producers.get(n.inputs[0])
             if src is not None and self.supports(src, graph).ok:
                 continue                      # fed by the accelerator: packing would split it
             candidates.append(conv_layer(n, fused_requantize(graph, n)))
-        graph, decisions = pack_narrow_convs(graph, self.config, candidates)
+        graph, decisions = pack_narrow_convs(graph, self.config, candidates, too_wide)
         self.packings = decisions
         for d in decisions:
             if d.form is not None:

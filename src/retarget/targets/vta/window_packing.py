@@ -75,20 +75,25 @@ def packed_layer(layer: Conv2d, form: str) -> Conv2d:
     raise ValueError(f"unknown packing form {form!r}; forms: {FORMS}")
 
 
-def choose_packing(layer: Conv2d, cfg: VTAConfig) -> Packing:
+def choose_packing(layer: Conv2d, cfg: VTAConfig, max_kernel: int | None = None) -> Packing:
     """The form of least model cycles among the original and the forms that need fewer GEMM
     micro-ops per output vector (and that the lowering accepts). The original is timed only
     when its compute floor does not already exceed the best packed form's cycles (timing a
-    big stem's original form is the dearest step of the choice)."""
+    big stem's original form is the dearest step of the choice). `max_kernel`: the original's
+    window is too large for the target (ViT's 16x16 patch embedding), so it is no option and
+    a packed form must bring the window within `max_kernel`."""
     base = gemm_uops_per_vector(layer, cfg)
     forms = [f for f in FORMS if layer.groups == 1 and layer.kernel != (1, 1)
              and gemm_uops_per_vector(packed_layer(layer, f), cfg) < base
-             and reason(packed_layer(layer, f), cfg) is None]
+             and reason(packed_layer(layer, f), cfg) is None
+             and (max_kernel is None or max(packed_layer(layer, f).kernel) <= max_kernel)]
     timed = {f: model_cycles(packed_layer(layer, f), cfg) for f in forms}
     timed = {f: c for f, c in timed.items() if c is not None}
     if not timed:
         return Packing(layer.name, None, {})
     best = min(timed, key=timed.get)
+    if max_kernel is not None:
+        return Packing(layer.name, best, timed)
     floor = compute_floor(layer, cfg)
     if floor >= timed[best]:
         return Packing(layer.name, best, {"none": floor, **timed}, floors=("none",))
@@ -164,13 +169,15 @@ def apply_packing(graph: Graph, layer: Conv2d, form: str) -> None:
     graph.nodes[at:at] = host
 
 
-def pack_narrow_convs(graph: Graph, cfg: VTAConfig, candidates: list[Conv2d]
-                      ) -> tuple[Graph, list[Packing]]:
+def pack_narrow_convs(graph: Graph, cfg: VTAConfig, candidates: list[Conv2d],
+                      too_wide: dict[str, int] | None = None) -> tuple[Graph, list[Packing]]:
     """Pack each of `candidates` (Conv2d descriptions named as their Conv nodes in `graph`)
-    whose model-chosen form is not the original. Returns the graph (a rewritten copy whose new
-    values compile() types, or `graph` itself when nothing is packed) and every decision
-    taken."""
-    decisions = [choose_packing(layer, cfg) for layer in candidates]
+    whose model-chosen form is not the original. `too_wide` maps the names of those whose
+    window the target cannot take to the largest it can (choose_packing's max_kernel).
+    Returns the graph (a rewritten copy whose new values compile() types, or `graph` itself
+    when nothing is packed) and every decision taken."""
+    too_wide = too_wide or {}
+    decisions = [choose_packing(layer, cfg, too_wide.get(layer.name)) for layer in candidates]
     chosen = [(d, layer) for d, layer in zip(decisions, candidates) if d.form is not None]
     considered = [d for d in decisions if d.cycles]
     if not chosen:
