@@ -10,7 +10,7 @@ stay O(1). They all take the same keywords:
 
     from retarget import zoo
     model = zoo.build("resnet18", size=64, num_classes=10)   # an onnx.ModelProto
-    zoo.NAMES    # resnet18 resnet50 resnet152 resnext50 regnet_y vgg11 vgg16 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
+    zoo.NAMES    # resnet18 resnet50 resnet152 resnext50 regnet_y resnest14d vgg11 vgg16 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
                  # unet (ConvTranspose up-path) unet_resize (nearest Resize up-path)
                  # vit convnext mobilevit (transformer era: LayerNorm, attention, GELU)
 
@@ -26,7 +26,7 @@ from .builder import OnnxBuilder, scaled
 from .classic import alexnet, squeezenet, vgg11, vgg16
 from .googlenet import googlenet
 from .mobilenet import mobilenet_v1, mobilenet_v2
-from .resnet import regnet_y, resnet18, resnet50, resnet152, resnext50
+from .resnet import regnet_y, resnest14d, resnet18, resnet50, resnet152, resnext50
 from .transformer import convnext, mobilevit, vit
 from .unet import unet, unet_resize
 
@@ -36,6 +36,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet152": resnet152,
     "resnext50": resnext50,
     "regnet_y": regnet_y,
+    "resnest14d": resnest14d,
     "vgg11": vgg11,
     "vgg16": vgg16,
     "alexnet": alexnet,
@@ -52,7 +53,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 
 # The smallest input size each network accepts (its pools/strides need at least this much).
-MIN_SIZE = {"alexnet": 63, "squeezenet": 17, "vit": 16, "convnext": 32, "mobilevit": 32, "unet": 8, "unet_resize": 8}
+MIN_SIZE = {"alexnet": 63, "resnest14d": 32, "squeezenet": 17, "vit": 16, "convnext": 32, "mobilevit": 32, "unet": 8, "unet_resize": 8}
 
 
 def build(name: str, **kwargs) -> onnx.ModelProto:

@@ -287,6 +287,16 @@ class OnnxBuilder:
         extra_in, attrs = self._axes_args(scope, axes)
         return self._node("ReduceMean", scope, [x, *extra_in], tuple(shape), keepdims=1, **attrs)
 
+    def reduce_sum(self, x: str, axes: list[int], scope: str, keepdims: int = 1) -> str:
+        """ReduceSum: its axes became an input at opset 13 (ReduceMean's at 18)."""
+        shape = [d for i, d in enumerate(self.shape(x)) if i not in axes or keepdims] \
+            if not keepdims else [1 if i in axes else d for i, d in enumerate(self.shape(x))]
+        if self.opset >= 13:
+            ins, attrs = [self.weight(f"{scope}.axes", np.array(axes, np.int64))], {}
+        else:
+            ins, attrs = [], {"axes": axes}
+        return self._node("ReduceSum", scope, [x, *ins], tuple(shape), keepdims=keepdims, **attrs)
+
     def binary(self, op: str, a: str, b: str, scope: str) -> str:
         """Add / Sub / Mul / Div / Pow with NumPy broadcasting of the tracked shapes."""
         shape = np.broadcast_shapes(self.shape(a), self.shape(b))

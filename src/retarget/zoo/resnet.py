@@ -1,6 +1,6 @@
 """ResNet-18 (basic blocks), ResNet-50 and ResNet-152 (bottlenecks), ResNeXt-50 32x4d
-(grouped bottlenecks) and a RegNetY-400MF-shaped net (grouped 3x3 with squeeze-and-
-excitation), laid out as torchvision's export."""
+(grouped bottlenecks), a RegNetY-400MF-shaped net (grouped 3x3 with squeeze-and-excitation)
+and a ResNeSt-14d-shaped net (split attention), laid out as torchvision's / timm's export."""
 from __future__ import annotations
 
 from functools import partial
@@ -128,4 +128,53 @@ def regnet_y(size: int = 224, batch: int = 1, num_classes: int = 1000, width: fl
             y = _regnet_y_block(b, y, w, 2 if j == 0 else 1, 8, f"s{i + 1}.b{j + 1}")
     y = b.flatten(b.global_avgpool(y, "head.pool"), "head.flatten")
     b.output(b.gemm(y, num_classes, "head.fc"))
+    return b.model()
+
+
+def _split_attention(b: OnnxBuilder, x: str, width: int, scope: str, radix: int = 2) -> str:
+    """ResNeSt's split-attention 3x3 (radix splits, cardinality 1): a grouped conv to radix x
+    width, the splits summed, pooled and squeezed through two 1x1 convs, a softmax across the
+    splits (rSoftmax), and the splits weighted by it and summed."""
+    n, _, h, w = b.shape(x)
+    y = b.conv_bn(x, width * radix, 3, f"{scope}.conv", groups=radix)
+    y5 = b.reshape(y, (n, radix, width, h, w), f"{scope}.splits")
+    a = b.global_avgpool(b.reduce_sum(y5, [1], f"{scope}.sum", keepdims=0), f"{scope}.pool")
+    a = b.conv_bn(a, max(width * radix // 4, 32), 1, f"{scope}.fc1", pad=0)
+    a = b.conv(a, width * radix, 1, f"{scope}.fc2", pad=0, bias=True)
+    a = b.softmax(b.reshape(a, (n, radix, width, 1, 1), f"{scope}.rsoftmax"), f"{scope}.rsoftmax",
+                  axis=1)
+    return b.reduce_sum(b.binary("Mul", y5, a, f"{scope}.attend"), [1], f"{scope}.out",
+                        keepdims=0)
+
+
+def _resnest_block(b: OnnxBuilder, x: str, planes: int, stride: int, scope: str) -> str:
+    cin = b.channels(x)
+    y = b.conv_bn(x, planes, 1, f"{scope}.conv1", pad=0)
+    y = _split_attention(b, y, planes, f"{scope}.conv2")
+    if stride > 1:   # ResNeSt's "avd": the stride as a 3x3 average pool after the 3x3
+        y = b.avgpool(y, 3, stride, f"{scope}.avd_last", pad=1)
+    y = b.conv_bn(y, planes * 4, 1, f"{scope}.conv3", pad=0, act=None,
+                  gamma_scale=RESIDUAL_GAMMA)
+    if stride > 1 or cin != planes * 4:   # "avg_down" shortcut
+        s = b.avgpool(x, stride, stride, f"{scope}.downsample.0") if stride > 1 else x
+        x = b.conv_bn(s, planes * 4, 1, f"{scope}.downsample.1", pad=0, act=None)
+    return b.relu(b.add(y, x, f"{scope}.add"), f"{scope}.relu")
+
+
+def resnest14d(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+               opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """ResNeSt-14d's shape (Zhang et al. 2022, timm's resnest14d): a deep 3-conv stem, one
+    bottleneck per stage whose 3x3 is split attention (radix 2), the stride as an average pool
+    after it, average-pool shortcuts. Needs size >= 32."""
+    b = OnnxBuilder("resnest14d", opset, seed)
+    y = b.input("input", (batch, 3, size, size))
+    stem = scaled(32, width)
+    y = b.conv_bn(y, stem, 3, "conv1.0", stride=2)
+    y = b.conv_bn(y, stem, 3, "conv1.3")
+    y = b.conv_bn(y, 2 * stem, 3, "conv1.6")
+    y = b.maxpool(y, 3, 2, "maxpool", pad=1)
+    for i in range(4):
+        y = _resnest_block(b, y, scaled(64 * 2 ** i, width), 1 if i == 0 else 2, f"layer{i + 1}.0")
+    y = b.flatten(b.global_avgpool(y, "global_pool"), "flatten")
+    b.output(b.gemm(y, num_classes, "fc"))
     return b.model()

@@ -40,3 +40,18 @@ def test_regnet_y_odd_group_counts_and_se_on_vta_bit_exact():
     s = m.report.summary
     assert s["macs_on_target"] >= 0.9 * (s["macs_on_target"] + s["macs_on_cpu"])
     m.close()
+
+
+def test_resnest_split_attention_on_vta_bit_exact():
+    """ResNeSt's radix-2 grouped 3x3 and its attention 1x1s run on vta; the rSoftmax and the
+    weighted sum of the splits on the host."""
+    g = import_model(zoo.build("resnest14d", size=32, num_classes=10, seed=0))
+    m = retarget.compile(g, "vta", calibration=calibration_for(g))
+    x = input_for(g)
+    assert np.array_equal(m.run(x)["output"], run_graph(m.graph, x)["output"])
+    placed = {n.name: n for n in m.report.nodes}
+    convs = [n.name for n in g.nodes if n.op == "Conv"]
+    assert all(placed[n].placement == "vta" for n in convs)
+    s = m.report.summary
+    assert s["macs_on_target"] >= 0.9 * (s["macs_on_target"] + s["macs_on_cpu"])
+    m.close()
