@@ -289,8 +289,9 @@ class OnnxBuilder:
 
     def reduce_sum(self, x: str, axes: list[int], scope: str, keepdims: int = 1) -> str:
         """ReduceSum: its axes became an input at opset 13 (ReduceMean's at 18)."""
-        shape = [d for i, d in enumerate(self.shape(x)) if i not in axes or keepdims] \
-            if not keepdims else [1 if i in axes else d for i, d in enumerate(self.shape(x))]
+        dims = list(enumerate(self.shape(x)))
+        shape = [1 if i in axes else d for i, d in dims] if keepdims else \
+            [d for i, d in dims if i not in axes]
         if self.opset >= 13:
             ins, attrs = [self.weight(f"{scope}.axes", np.array(axes, np.int64))], {}
         else:
