@@ -37,31 +37,51 @@ def matmul_shape(a_shape, b_shape) -> tuple[int, ...]:
 
 
 def _matmul_infer(attrs, types, consts):
-    a, b = types
-    return [TensorType(matmul_shape(a.shape, b.shape), result_dtype("MatMul", a, b))]
+    a, b = types[:2]
+    out = TensorType(matmul_shape(a.shape, b.shape), result_dtype("MatMul", a, b))
+    if len(types) > 2 and types[2] is not None:
+        _check_bias(a.dtype, types[2].dtype, tuple(types[2].shape), out.shape)
+    return [out]
+
+
+def _check_bias(a_dtype, bias_dtype, bias_shape, out_shape) -> None:
+    """MatMul's third input is retarget's integer form only: a quantised dense layer over
+    tokens keeps its bias in the int32 accumulator, one value per output feature."""
+    if not is_int_dtype(a_dtype) or str(bias_dtype) != "int32":
+        raise ShapeError("MatMul takes two inputs; a third (an int32 bias) exists only in "
+                         "retarget's integer form, after quantisation")
+    if bias_shape != (out_shape[-1],):
+        raise ShapeError(f"MatMul bias of shape {list(bias_shape)}, expected "
+                         f"[{out_shape[-1]}] (one per output feature)")
 
 
 def _matmul_macs(attrs, in_types, out_types) -> int:
     return out_types[0].numel * in_types[0].shape[-1]
 
 
-def matmul(a, b):
-    """ONNX MatMul = numpy.matmul semantics: batched, broadcasting, 1-D operands allowed."""
-    matmul_shape(a.shape, b.shape)
+def matmul(a, b, bias=None):
+    """ONNX MatMul = numpy.matmul semantics: batched, broadcasting, 1-D operands allowed.
+    `bias`: retarget's integer form only, int32 per output feature added to the accumulator."""
+    shape = matmul_shape(a.shape, b.shape)
     acc = np.int64 if is_int_dtype(a.dtype) else np.float64
-    return exact_result(np.matmul(a.astype(acc), b.astype(acc)), a.dtype, "MatMul")
+    y = np.matmul(a.astype(acc), b.astype(acc))
+    if bias is not None:
+        _check_bias(a.dtype, bias.dtype, tuple(bias.shape), shape)
+        y = y + bias.astype(np.int64)
+    return exact_result(y, a.dtype, "MatMul")
 
 
-def matmul_fast(a, b):
+def matmul_fast(a, b, bias=None):
     """float32 BLAS directly (the definition goes through float64)."""
-    if a.dtype == np.float32 and b.dtype == np.float32:
+    if a.dtype == np.float32 and b.dtype == np.float32 and bias is None:
         matmul_shape(a.shape, b.shape)
         return np.matmul(a, b)
-    return matmul(a, b)
+    return matmul(a, b, bias)
 
 
 register(OpDef("MatMul", matmul, _matmul_infer, macs=_matmul_macs, fast=matmul_fast,
-               num_inputs=(2, 2), doc="numpy.matmul semantics"))
+               num_inputs=(2, 3), doc="numpy.matmul semantics; an int32 bias in the integer "
+                                      "form"))
 
 
 # ---- Gemm ---------------------------------------------------------------------------------------

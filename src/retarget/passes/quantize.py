@@ -7,7 +7,8 @@ Pipeline (docs/quantization.md has the number format and every op's exact semant
  3. give Concat inputs one shared scale (so concatenation stays a plain copy);
  4. rewrite node by node:
       graph input                -> QuantizeP2
-      Conv / Gemm / MatMul with constant weights
+      Conv / Gemm / MatMul with constant weights (a MatMul's following Add of a constant
+      per-feature bias taken in as its bias)
                                  -> the same op on int8 x, int8 W, int32 bias (at f_x + f_w),
                                     then Requantize ("<name>/requant") with a following
                                     Relu / Clip folded into its clip range
@@ -272,6 +273,14 @@ class _Rewriter:
         attrs = dict(node.attrs)
         wt = w.const.astype(np.float64)
         bias = node.input(2).const.astype(np.float64) if node.input(2) is not None else None
+        y = node.outputs[0]
+        if node.op == "MatMul" and bias is None:
+            # A Linear over tokens exports as MatMul then Add of its bias: the bias goes into
+            # the int32 accumulator, as a conv's does.
+            add, bias = self._bias_add(y, wt.shape[1])
+            if add is not None:
+                self.absorbed.add(id(add))
+                y = add.outputs[0]
         if node.op == "Gemm":
             # alpha and beta are folded into the constants: integer Gemm is alpha = beta = 1.
             wt = wt * float(attrs.pop("alpha", 1.0))
@@ -290,12 +299,23 @@ class _Rewriter:
         f_acc = fx + fw  # int or per-channel vector
         inputs = [xq, self._const(f"{w.name}_q", wq)]
         if bias is not None:
-            inputs.append(self._const(f"{node.input(2).name}_q",
-                                      self._quantize_bias(node, bias, f_acc)))
-        y = node.outputs[0]
+            b_name = node.input(2).name if node.input(2) is not None else f"{node.name}.bias"
+            inputs.append(self._const(f"{b_name}_q", self._quantize_bias(node, bias, f_acc)))
         acc = self._emit(node.op, node.name, inputs, f"{y.name}_acc", replaces=True, **attrs)
         self._requantize(node, acc, f_acc, y)
         return True
+
+    def _bias_add(self, y: Value, features: int) -> tuple[Node | None, np.ndarray | None]:
+        """The Add of a constant bias (one value per feature, broadcast over the rows) that
+        alone reads MatMul output `y`, and the bias; else (None, None)."""
+        add = self._sole_consumer(y)
+        if add is None or add.op != "Add":
+            return None, None
+        c = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
+        if c is None or not c.is_const or c.const.size != features or \
+                c.const.shape[-1:] != (features,) or add.outputs[0].name not in self.fracs:
+            return None, None
+        return add, c.const.reshape(features).astype(np.float64)
 
     def _activation_matmul(self, node: Node) -> bool:
         """MatMul of two activations (attention's Q.K^T and A.V): both int8 at their own
