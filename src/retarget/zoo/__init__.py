@@ -12,7 +12,7 @@ stay O(1). They all take the same keywords:
     model = zoo.build("resnet18", size=64, num_classes=10)   # an onnx.ModelProto
     zoo.NAMES    # resnet18 resnet50 resnet152 resnext50 regnet_y resnest14d vgg11 vgg16 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
                  # unet (ConvTranspose up-path) unet_resize (nearest Resize up-path)
-                 # vit convnext mobilevit (transformer era: LayerNorm, attention, GELU)
+                 # vit convnext mobilevit levit (transformer era: LayerNorm, attention, GELU)
 
 The model's input is named "input" (float32, batch x 3 x size x size) and its output "output".
 """
@@ -27,7 +27,7 @@ from .classic import alexnet, squeezenet, vgg11, vgg16
 from .googlenet import googlenet
 from .mobilenet import mobilenet_v1, mobilenet_v2
 from .resnet import regnet_y, resnest14d, resnet18, resnet50, resnet152, resnext50
-from .transformer import convnext, mobilevit, vit
+from .transformer import convnext, levit, mobilevit, vit
 from .unet import unet, unet_resize
 
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
@@ -49,11 +49,12 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "vit": vit,
     "convnext": convnext,
     "mobilevit": mobilevit,
+    "levit": levit,
 }
 NAMES: tuple[str, ...] = tuple(BUILDERS)
 
 # The smallest input size each network accepts (its pools/strides need at least this much).
-MIN_SIZE = {"alexnet": 63, "resnest14d": 32, "squeezenet": 17, "vit": 16, "convnext": 32, "mobilevit": 32, "unet": 8, "unet_resize": 8}
+MIN_SIZE = {"alexnet": 63, "resnest14d": 32, "squeezenet": 17, "vit": 16, "convnext": 32, "mobilevit": 32, "levit": 64, "unet": 8, "unet_resize": 8}
 
 
 def build(name: str, **kwargs) -> onnx.ModelProto:

@@ -351,6 +351,13 @@ class OnnxBuilder:
                         scope)
         return self.binary("Mul", y, self.scalar(f"{scope}.half", 0.5), scope)
 
+    def hardswish(self, x: str, scope: str) -> str:
+        """nn.Hardswish(): the HardSwish op from opset 14, else x * HardSigmoid(x, 1/6, 0.5)."""
+        if self.opset >= 14:
+            return self._node("HardSwish", scope, [x], self.shape(x))
+        gate = self._node("HardSigmoid", scope, [x], self.shape(x), alpha=1 / 6, beta=0.5)
+        return self.binary("Mul", x, gate, scope)
+
     def silu(self, x: str, scope: str) -> str:
         """nn.SiLU() as exported: x * Sigmoid(x)."""
         return self.binary("Mul", x, self._node("Sigmoid", scope, [x], self.shape(x)), scope)
@@ -369,6 +376,14 @@ class OnnxBuilder:
             raise ValueError(f"{scope}: cannot reshape {self.shape(x)} to {shape}")
         target = self.weight(f"{scope}.shape", np.array(shape, np.int64))
         return self._node("Reshape", scope, [x, target], tuple(shape))
+
+    def slice(self, x: str, axis: int, start: int, end: int, scope: str, step: int = 1) -> str:
+        """x[..., start:end:step, ...] on one axis (Slice with constant inputs)."""
+        shape = list(self.shape(x))
+        shape[axis] = len(range(start, min(end, shape[axis]), step))
+        ins = [self.weight(f"{scope}.{k}", np.array([v], np.int64))
+               for k, v in (("starts", start), ("ends", end), ("axes", axis), ("steps", step))]
+        return self._node("Slice", scope, [x, *ins], tuple(shape))
 
     def softmax(self, x: str, scope: str, axis: int = -1) -> str:
         return self._node("Softmax", scope, [x], self.shape(x), axis=axis)

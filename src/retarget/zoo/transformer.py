@@ -1,9 +1,10 @@
 """Transformer-era networks, written as PyTorch (timm) exports them: a ViT, a ConvNeXt-style
-block net and a MobileViT-style hybrid. Small enough to test in seconds at 32 px; the defaults
+block net, a MobileViT-style hybrid and a LeViT. Small enough to test in seconds at 32 px; the defaults
 follow ViT-Tiny, ConvNeXt-Atto and MobileViT-XXS in spirit (channel counts, block order), not
 weight for weight."""
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from .builder import OnnxBuilder, scaled
@@ -120,3 +121,98 @@ def mobilevit(size: int = 256, batch: int = 1, num_classes: int = 1000, width: f
     x = b.flatten(b.global_avgpool(x, "head.global_pool"), "head.flatten")
     b.output(b.gemm(x, num_classes, "head.fc"))
     return b.model()
+
+
+def _linear_norm(b: OnnxBuilder, x: str, out: int, scope: str, gain: float = 1.0,
+                 residual: bool = False) -> str:
+    """LeViT's LinearNorm: Linear without bias, BatchNorm1d over the flattened tokens (its
+    scale shrunk at the end of a residual branch, so random weights keep activations O(1))."""
+    *lead, fin = b.shape(x)
+    w = b.weight(f"{scope}.c.weight", b._he((fin, out), fin, gain))
+    y = b._node("MatMul", f"{scope}.c", [x, w], tuple(lead) + (out,))
+    rows = b.reshape(y, (int(np.prod(lead)), out), f"{scope}.flatten")
+    rows = b.batchnorm(rows, f"{scope}.bn", gamma_scale=0.3 if residual else 1.0)
+    return b.reshape(rows, tuple(lead) + (out,), f"{scope}.unflatten")
+
+
+def _heads(b: OnnxBuilder, x: str, heads: int, parts: tuple[int, ...], scope: str) -> list[str]:
+    """[B, N, heads * sum(parts)] -> per part [B, heads, N, part] (view, split, permute)."""
+    n_b, n, _ = b.shape(x)
+    x = b.reshape(x, (n_b, n, heads, sum(parts)), f"{scope}.view")
+    out, start = [], 0
+    for i, p in enumerate(parts):
+        s = b.slice(x, 3, start, start + p, f"{scope}.split{i}")
+        out.append(b.transpose(s, (0, 2, 1, 3), f"{scope}.split{i}"))
+        start += p
+    return out
+
+
+def _levit_attention(b: OnnxBuilder, q, k, v, n_q: int, scope: str) -> str:
+    """softmax(q k^T * d^-0.5 + the learned position bias) v, heads merged, Hardswish."""
+    n_b, heads, n_k, dk = b.shape(k)
+    dv = b.shape(v)[-1]
+    s = b.matmul(q, b.transpose(k, (0, 1, 3, 2), scope), scope)
+    s = b.binary("Mul", s, b.scalar(f"{scope}.scale", dk ** -0.5), scope)
+    bias = b.weight(f"{scope}.attention_biases",
+                    (0.1 * b.rng.standard_normal((heads, n_q, n_k))).astype("float32"))
+    y = b.matmul(b.softmax(b.binary("Add", s, bias, scope), scope), v, scope)
+    y = b.reshape(b.transpose(y, (0, 2, 1, 3), scope), (n_b, n_q, heads * dv), f"{scope}.merge")
+    return b.hardswish(y, f"{scope}.proj.act")
+
+
+def levit(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+          opset: int = 17, seed: int = 0, depths: tuple[int, ...] = (2, 3, 4)) -> onnx.ModelProto:
+    """LeViT-128S's shape (Graham et al. 2021): a stride-16 stem of four 3x3/2 conv-BN-
+    Hardswish, then stages of widths 128, 256, 384 (x `width`) with 4, 6, 8 heads of key width
+    16, attention with learned position biases, Hardswish MLPs; every Linear is LeViT's
+    LinearNorm (Linear + BatchNorm1d on the flattened tokens); attention-subsample blocks
+    between stages; token mean and a BatchNorm + Linear head (classifier and distillation head
+    averaged). Needs size a multiple of 16, >= 64."""
+    if size % 16 or size < 64:
+        raise ValueError(f"levit: size {size} must be a multiple of 16, at least 64")
+    b = OnnxBuilder("levit", opset, seed)
+    dims = [scaled(c, width, divisor=16) for c in (128, 256, 384)]
+    heads, kd = (4, 6, 8), 16
+    x = b.input("input", (batch, 3, size, size))
+    for i, c in enumerate((dims[0] // 8, dims[0] // 4, dims[0] // 2, dims[0])):
+        x = b.conv_bn(x, c, 3, f"patch_embed.conv{i + 1}", stride=2, act=None)
+        if i < 3:
+            x = b.hardswish(x, f"patch_embed.act{i + 1}")
+    res = size // 16
+    x = b.transpose(b.reshape(x, (batch, dims[0], res * res), "flatten"), (0, 2, 1), "tokens")
+    for s, (dim, h, depth) in enumerate(zip(dims, heads, depths)):
+        if s:   # attention subsample: queries from every other token of every other row
+            sc, prev = f"stages.{s}.downsample", dims[s - 1]
+            hs = prev // kd
+            k, v = _heads(b, _linear_norm(b, x, hs * (kd + 4 * kd), f"{sc}.attn_downsample.kv"),
+                          hs, (kd, 4 * kd), f"{sc}.kv")
+            r2 = (res - 1) // 2 + 1
+            q = b.reshape(x, (batch, res, res, prev), f"{sc}.q.view")
+            q = b.slice(b.slice(q, 1, 0, res, f"{sc}.q.rows", step=2), 2, 0, res,
+                        f"{sc}.q.cols", step=2)
+            q = b.reshape(q, (batch, r2 * r2, prev), f"{sc}.q.tokens")
+            (q,) = _heads(b, _linear_norm(b, q, hs * kd, f"{sc}.attn_downsample.q.ln"), hs, (kd,),
+                          f"{sc}.q")
+            y = _levit_attention(b, q, k, v, r2 * r2, f"{sc}.attn_downsample")
+            x, res = _linear_norm(b, y, dim, f"{sc}.attn_downsample.proj.ln"), r2
+            x = b.binary("Add", x, _levit_mlp(b, x, 2, f"{sc}.res_mlp"), sc)
+        for i in range(depth):
+            sc = f"stages.{s}.blocks.{i}"
+            q, k, v = _heads(b, _linear_norm(b, x, h * 4 * kd, f"{sc}.attn.qkv"), h,
+                             (kd, kd, 2 * kd), f"{sc}.attn")
+            y = _levit_attention(b, q, k, v, res * res, f"{sc}.attn")
+            x = b.binary("Add", x, _linear_norm(b, y, dim, f"{sc}.attn.proj.ln", residual=True),
+                         sc)
+            x = b.binary("Add", x, _levit_mlp(b, x, 2, f"{sc}.mlp"), sc)
+    x = b.reduce_mean(x, [1], "mean")
+    x = b.batchnorm(b.reshape(x, (batch, dims[-1]), "pool"), "head.bn")
+    head = b.gemm(x, num_classes, "head.linear")
+    dist = b.gemm(x, num_classes, "head_dist.linear")
+    b.output(b.binary("Mul", b.binary("Add", head, dist, "heads"), b.scalar("half", 0.5), "avg"))
+    return b.model()
+
+
+def _levit_mlp(b: OnnxBuilder, x: str, ratio: int, scope: str) -> str:
+    d = b.shape(x)[-1]
+    h = _linear_norm(b, x, ratio * d, f"{scope}.ln1", gain=2.0)
+    return _linear_norm(b, b.hardswish(h, f"{scope}.act"), d, f"{scope}.ln2", residual=True)
