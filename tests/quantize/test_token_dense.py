@@ -2,7 +2,6 @@
 bias in the int32 accumulator, and a BatchNorm of the MatMul's features (LeViT's Linear +
 BatchNorm1d on the flattened tokens) folds into it; both bit-exact on vta."""
 import numpy as np
-import onnx
 import pytest
 from onnx import helper, numpy_helper
 
