@@ -144,3 +144,16 @@ def test_artifact_with_weight_laid_out_operands_round_trips(tmp_path):
     again = retarget.runtime.module.Module.load(tmp_path / "vit")
     assert np.array_equal(again.run(x)["output"], first)
     m.close(), again.close()
+
+
+def test_dnnvm_keeps_token_dense_layers_on_the_cpu_and_stays_bit_exact():
+    """dnnvm's dense layers read a whole feature map: tokens are not that, so they stay on the
+    CPU with the reason, even with offload_fc (only vta reads tokens as rows)."""
+    graph = import_model(build("vit"))
+    m = retarget.compile(graph, "dnnvm", config={"offload_fc": True},
+                         calibration=[{"input": x_for("vit")}])
+    x = {"input": x_for("vit")}
+    assert np.array_equal(m.run(x)["output"], run_graph(m.graph, x)["output"])
+    qkv = next(n for n in m.report.nodes if n.name == "/blocks.0.attn.qkv/MatMul")
+    assert qkv.placement == "cpu" and "dnnvm runs int8 dense layers" in qkv.reason
+    m.close()

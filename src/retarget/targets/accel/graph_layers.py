@@ -124,17 +124,18 @@ def conv_problem(target: str, node: Node) -> str | None:
     return None
 
 
-def dense_problem(target: str, graph: Graph, node: Node, what: str) -> str | None:
+def dense_problem(target: str, graph: Graph, node: Node, what: str,
+                  token_ranks: tuple[int, ...] = ()) -> str | None:
     """Why a Gemm / MatMul cannot run as an int8 dense layer with one bias per output feature
-    and a fused Requantize (None: it can). A MatMul may also take tokens, [B, N, K] or
-    [B, H, W, K] by a constant [K, M] weight: the dense layer over the B * N (B * H * W) rows,
-    whose bytes are the matrix's."""
+    and a fused Requantize (None: it can). A target that reads tokens, [B, N, K] or
+    [B, H, W, K] by a constant [K, M] weight as the dense layer over the B * N (B * H * W) rows
+    (their bytes are the matrix's), names those ranks in `token_ranks`."""
     w = node.input(1)
     if node.op == "MatMul" and w is not None and not w.is_const:
         return (f"MatMul '{node.name}': both operands are computed at run time (an activation "
                 f"x activation product such as attention's); {target}'s dense layers take a "
                 f"constant weight")
-    why = operand_problem(target, node, (2, 3, 4) if node.op == "MatMul" else 2, what)
+    why = operand_problem(target, node, (2,) + token_ranks if node.op == "MatMul" else 2, what)
     if why:
         return why
     if node.inputs[1].type.rank != 2:

@@ -97,7 +97,8 @@ def _gemm_rule(t: Target, node: Node, graph: Graph) -> Support:
     w = node.input(1)
     if node.op == "MatMul" and w is not None and not w.is_const:
         return _activation_matmul_rule(t, node, graph)
-    why = dense_problem(t.name, graph, node, "dense layers (2-D, or tokens [..., K])")
+    why = dense_problem(t.name, graph, node, "dense layers (2-D, or tokens [..., K])",
+                        token_ranks=(3, 4))
     if why:
         return Support.no(why)
     x = node.inputs[0]
