@@ -274,29 +274,26 @@ class OnnxBuilder:
                           mode="nearest", nearest_mode="floor")
 
     # ---- token (transformer) layers: shapes of any rank ----------------------------------
-    def _axes_args(self, scope: str, axes: list[int]) -> tuple[list[str], dict]:
-        """ReduceMean's axes: an attribute before opset 18, an input from 18 on."""
-        if self.opset >= 18:
-            return [self.weight(f"{scope}.axes", np.array(axes, np.int64))], {}
-        return [], {"axes": axes}
-
-    def reduce_mean(self, x: str, axes: list[int], scope: str) -> str:
-        shape = list(self.shape(x))
-        for a in axes:
-            shape[a] = 1
-        extra_in, attrs = self._axes_args(scope, axes)
-        return self._node("ReduceMean", scope, [x, *extra_in], tuple(shape), keepdims=1, **attrs)
-
-    def reduce_sum(self, x: str, axes: list[int], scope: str, keepdims: int = 1) -> str:
-        """ReduceSum: its axes became an input at opset 13 (ReduceMean's at 18)."""
+    def _reduce(self, op: str, x: str, axes: list[int], scope: str, keepdims: int,
+                axes_input_from: int) -> str:
+        """A ReduceX node: its axes are an attribute before opset `axes_input_from` (13 for
+        ReduceSum, 18 for the others) and an input from then on."""
+        rank = len(self.shape(x))
+        norm = {a % rank for a in axes}
         dims = list(enumerate(self.shape(x)))
-        shape = [1 if i in axes else d for i, d in dims] if keepdims else \
-            [d for i, d in dims if i not in axes]
-        if self.opset >= 13:
+        shape = [1 if i in norm else d for i, d in dims] if keepdims else \
+            [d for i, d in dims if i not in norm]
+        if self.opset >= axes_input_from:
             ins, attrs = [self.weight(f"{scope}.axes", np.array(axes, np.int64))], {}
         else:
             ins, attrs = [], {"axes": axes}
-        return self._node("ReduceSum", scope, [x, *ins], tuple(shape), keepdims=keepdims, **attrs)
+        return self._node(op, scope, [x, *ins], tuple(shape), keepdims=keepdims, **attrs)
+
+    def reduce_mean(self, x: str, axes: list[int], scope: str) -> str:
+        return self._reduce("ReduceMean", x, axes, scope, 1, axes_input_from=18)
+
+    def reduce_sum(self, x: str, axes: list[int], scope: str, keepdims: int = 1) -> str:
+        return self._reduce("ReduceSum", x, axes, scope, keepdims, axes_input_from=13)
 
     def binary(self, op: str, a: str, b: str, scope: str) -> str:
         """Add / Sub / Mul / Div / Pow with NumPy broadcasting of the tracked shapes."""
