@@ -38,10 +38,9 @@ def _lower_alu_node(ctx, n: Node, x: list):
     return L.lower_pool2d(ctx, layer, x[0])
 
 
-def _weight_slices(v, region: Region) -> int:
+def _weight_slices(v, readers: list[Node], region: Region) -> int:
     """How many stacked matrices [.., K, M] value `v` holds when it is the second operand of
     an activation x activation MatMul in `region` (read as weights), else 0."""
-    readers = [n for n in region.nodes if any(x is v for x in n.inputs)]
     as_weight = [n for n in readers if n.op == "MatMul" and n.inputs[1] is v]
     if not as_weight:
         return 0
@@ -51,12 +50,11 @@ def _weight_slices(v, region: Region) -> int:
     return math.prod(int(d) for d in v.type.shape[:-2])
 
 
-def _dram_shape(v, region: Region) -> tuple[int, ...]:
+def _dram_shape(v, readers: list[Node]) -> tuple[int, ...]:
     """How a region input lives in DRAM: NCHW tensors and matrices as they are; tokens
     ([B, N, K], or [B, H, W, K] read only by dense layers) as the rows x K matrix a dense
     layer reads (the same bytes, row-major)."""
     shape = tuple(int(d) for d in v.type.shape)
-    readers = [n for n in region.nodes if any(x is v for x in n.inputs)]
     tokens = len(shape) == 3 or (len(shape) == 4 and readers
                                  and all(n.op == "MatMul" for n in readers))
     return (math.prod(shape[:-1]), shape[-1]) if tokens else shape
@@ -69,7 +67,8 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     packed: dict[int, Any] = {}
     inputs = []
     for i, v in enumerate(region.inputs):
-        slices = _weight_slices(v, region)
+        readers = [n for n in region.nodes if any(x is v for x in n.inputs)]
+        slices = _weight_slices(v, readers, region)
         if slices:     # the host lays B out as weight blocks (VTAKernel.pack_input)
             k, m = (int(d) for d in v.type.shape[-2:])
             ctx.b.alloc(f"in{i}", (slices, -(-m // cfg.block_out), -(-k // cfg.block_in), 1, 1,
@@ -77,7 +76,7 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
             packed[id(v)] = f"in{i}"
             inputs.append(Binding(v.name, f"in{i}", (slices * k, m), slices))
             continue
-        t = ctx.input(f"in{i}", _dram_shape(v, region))
+        t = ctx.input(f"in{i}", _dram_shape(v, readers))
         packed[id(v)] = t
         inputs.append(Binding(v.name, f"in{i}", t.shape))
     requantize_of = region_requantize_map(region)     # conv / dense -> its Requantize

@@ -12,7 +12,8 @@ from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused
                                   map_problem, qadd_problem, requant_of, requant_reason,
                                   requantize_support)
 from ..base import Support, Target
-from .lower import Dense, conv_groups, reason
+from .lower import Dense, reason
+from .lower.schedule import conv_geom
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
 
@@ -40,7 +41,7 @@ def conv_rule(t: Target, node: Node, graph: Graph, kernel_limit: bool = True) ->
         return Support.no(why)
     c, cin = t.config, x.type.shape[1]
     notes = []
-    merged = conv_groups(layer, c)[3]
+    merged = conv_geom(layer, c).merged
     if merged > 1:
         notes.append(f"groups={layer.groups} run {merged} at a time as block-diagonal weights "
                      f"({merged}x the useful MACs on the GEMM core)")

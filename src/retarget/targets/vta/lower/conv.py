@@ -32,7 +32,7 @@ from ..isa import MemType
 from ..layout import pack_oihw
 from .alu import Region, emit_steps, requant_steps, requant_vectors
 from .context import LayerReport, LoweringContext
-from .layers import Conv2d, Dense, conv_groups, reason
+from .layers import Conv2d, Dense, reason
 from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, choose_schedule,
                        conv_consts, conv_geom, conv_spans, resident_consts)
 from .tensor import PackedTensor
@@ -408,9 +408,8 @@ def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: n
     s = schedule or choose_schedule(layer, cfg, vthreads, cost)
     check_schedule(layer, cfg, s)
     ctx.begin_layer()
-    merged = conv_groups(layer, cfg)[3]
     wbuf = ctx.constant(f"{layer.name}/weight",
-                        pack_conv_weight(layer, weight, cfg, g.diag, merged))
+                        pack_conv_weight(layer, weight, cfg, g.diag, g.merged))
     cbuf = ctx.constant(f"{layer.name}/bias", requant_vectors(
         layer.requant, layer.out_channels, g.cob, cfg, bias, with_half=True))
     return _emit(ctx, layer, g, s, x, wbuf, cbuf, out, _matrix_out)
@@ -452,10 +451,9 @@ def _emit(ctx, layer: Conv2d, g: ConvGeom, s: Schedule, x: PackedTensor, wbuf: s
     if g.diag:
         report.notes.append(f"depthwise as diagonal {cfg.block_out}x{cfg.block_in} weight "
                             f"blocks: 1/{cfg.block_in} of the GEMM core's MACs are useful")
-    merged = conv_groups(layer, cfg)[3]
-    if merged > 1:
-        report.notes.append(f"groups={layer.groups} merged {merged} at a time into block-"
-                            f"diagonal weights: 1/{merged} of the GEMM core's MACs are useful")
+    if g.merged > 1:
+        report.notes.append(f"groups={layer.groups} merged {g.merged} at a time into block-"
+                            f"diagonal weights: 1/{g.merged} of the GEMM core's MACs are useful")
     ctx.end_layer(report)
     return y
 

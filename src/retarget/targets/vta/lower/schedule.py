@@ -69,6 +69,7 @@ class ConvGeom:
     cig: int = 1     # input blocks per group (the reduction length per output block)
     cog: int = 1     # output blocks per group
     diag: bool = False
+    merged: int = 1  # groups run together as one, block-diagonal (layers.conv_groups)
     # A one-row kernel with a row stride reads only every sh-th input row: the LOAD skips the
     # others (DRAM row stride sh*w) and the tile holds one input row per output row.
     skip_rows: bool = False
@@ -109,11 +110,11 @@ def conv_geom(layer: Conv2d | Pool2d, cfg: VTAConfig) -> ConvGeom:
     groups = conv_groups(layer, cfg)
     if isinstance(groups, str):
         raise TargetError(f"{layer.op} '{layer.name}': {groups}")
-    cig, cog, diag, _ = groups
+    cig, cog, diag, merged = groups
     cib, cob = ceil_div(c, cfg.block_in), ceil_div(layer.out_channels, cfg.block_out)
     kh, sh = layer.kernel[0], layer.stride[0]
     return ConvGeom(nb, cib, cob, h, w, oh, ow, *layer.kernel, *layer.stride, layer.pads,
-                    cig, cog, diag, skip_rows=kh == 1 and sh > 1 and h > 1)
+                    cig, cog, diag, merged, skip_rows=kh == 1 and sh > 1 and h > 1)
 
 
 def conv_consts(layer: Conv2d) -> int:
