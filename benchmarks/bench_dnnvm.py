@@ -188,6 +188,13 @@ def calibrate(args) -> None:
           f"(squared log error {best[0]:.5f}); set them as DNNVMConfig defaults")
 
 
+def write_json(path: str, results) -> None:
+    """The --json file of this benchmark (and of bench_fusion.py)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(results, fh, indent=1)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", default=None, help="write the per-network figures here")
@@ -240,9 +247,7 @@ def main() -> None:
     if mt:
         print(f"  cycle model, whole ResNet-50 (zu2): {mt[0][8]} ms (goal <= {MODEL_GOAL_MS})")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=1)
-        print(f"wrote {args.json}")
+        write_json(args.json, results)
 
 
 if __name__ == "__main__":

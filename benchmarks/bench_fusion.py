@@ -14,10 +14,9 @@ GOP/s: 2 x useful MACs of the layers on the overlay / modelled time of the compi
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
-from bench_dnnvm import quantised   # this directory: the same quantised networks
+from bench_dnnvm import quantised, write_json   # this directory: the same networks
 from retarget.passes.fusion import find_embeddings, plan_region
 from retarget.passes.fusion.match import find_template
 from retarget.passes.partition import partition
@@ -134,9 +133,7 @@ def main() -> None:
                        align="<>>>>>>>>>><",
                        title="fusion on the dnnvm cycle model (GOP/s; zu9 = 3 engines)"))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=1)
-        print(f"wrote {args.json}")
+        write_json(args.json, results)
 
 
 if __name__ == "__main__":
