@@ -161,3 +161,32 @@ def test_subprocess_inspect_and_run(resnet_file, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "output: float32[1,10]" in r.stdout and "top-5" in r.stdout
     assert np.load(tmp_path / "y.npy").shape == (1, NUM_CLASSES)
+
+
+def test_run_check_ort_compares_every_output_with_onnxruntime(resnet_file, capsys):
+    assert cli.main(["run", str(resnet_file), "--random", "--check-ort"]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.strip().startswith("output:") and "relative" in l)
+    rel = float(re.search(r"= (\S+) relative", line).group(1))
+    assert 0 <= rel <= 1e-5 and line.endswith("ok")
+
+
+def test_run_check_ort_fails_when_the_reference_disagrees(resnet_file, capsys, monkeypatch):
+    from retarget.targets.cpu import reference
+    real = reference.run_graph
+
+    def off_by_a_little(graph, inputs, **kw):
+        return {k: v + np.float32(1e-3) * np.abs(v).max() for k, v in real(graph, inputs, **kw).items()}
+
+    monkeypatch.setattr(reference, "run_graph", off_by_a_little)
+    assert cli.main(["run", str(resnet_file), "--random", "--check-ort"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL (tolerance 1e-05)" in out
+    # a looser tolerance accepts the same difference
+    assert cli.main(["run", str(resnet_file), "--random", "--check-ort",
+                     "--ort-tolerance", "1e-2"]) == 0
+
+
+def test_run_check_ort_refuses_a_compiled_model(resnet_file, capsys):
+    assert cli.main(["run", str(resnet_file), "--random", "--check-ort", "--target", "vta"]) != 0
+    assert "--check-ort compares the float reference" in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """`retarget run MODEL (--input x.npy | --input NAME=x.npy ... | --random [--seed N])
-[--output y.npy|out.npz]`: run a model on the reference executor and summarise its outputs.
+[--output y.npy|out.npz] [--check-ort]`: run a model on the reference executor and summarise
+its outputs; `--check-ort` also runs it on onnxruntime and compares (frontend/ort_check.py).
 
 With `--target T` (or a compiled module directory as MODEL) the model is compiled and run
 through `compile_cmd.run_compiled` instead; there `--report`, `--csv F`, `--json F`,
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..frontend.ort_check import DEFAULT_TOLERANCE, compare_with_onnxruntime, format_diffs
 from ..ir.graph import Graph
 from ..limits import check_tensor_bytes
 from .arrays import load_array_file
@@ -46,19 +48,29 @@ def register(subparsers) -> None:
     p.add_argument("--check", action="store_true",
                    help="with --target: compare with the CPU reference executor")
     p.add_argument("--profile", action="store_true", help="with --target: print the profile")
+    p.add_argument("--check-ort", action="store_true",
+                   help="without --target: also run the model on onnxruntime and compare each "
+                        "output (exit status 1 beyond --ort-tolerance)")
+    p.add_argument("--ort-tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="REL",
+                   help="largest |error| over largest |value| --check-ort accepts "
+                        f"(default {DEFAULT_TOLERANCE:g})")
     add_report_options(p, flag=True)
     p.set_defaults(func=run_model)
 
 
 def run_model(args: argparse.Namespace) -> int:
     if args.target or Path(args.model).is_dir():
+        if args.check_ort:
+            raise InputError("--check-ort compares the float reference executor with "
+                             "onnxruntime; a compiled (quantised) model is checked with --check")
         return run_compiled(args)
     if wants_report(args):
         raise InputError("--report/--csv/--json/--roofline/--trace time a compiled module: "
                          "give --target vta (or a compiled module directory)")
     from ..frontend.onnx import read_onnx
-    given = read_input_files(args.input, model_input_names(read_onnx(args.model)))
-    graph = load_model(args.model, args.input_shape, _dynamic_bindings(args.model, given))
+    model = read_onnx(args.model)
+    given = read_input_files(args.input, model_input_names(model))
+    graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
     inputs = complete_inputs(graph, given, args.random, args.seed)
     from ..targets.cpu.reference import run_graph
     outputs = run_graph(graph, inputs)
@@ -66,6 +78,10 @@ def run_model(args: argparse.Namespace) -> int:
     if args.output:
         save_outputs(outputs, args.output)
         print(f"wrote {args.output}")
+    if args.check_ort:
+        diffs = compare_with_onnxruntime(model, inputs, outputs, args.ort_tolerance)
+        print(format_diffs(diffs))
+        return 0 if all(d.ok for d in diffs) else 1
     return 0
 
 
@@ -103,12 +119,11 @@ def read_input_files(items: list[str], input_names: list[str]) -> dict[str, np.n
     return arrays
 
 
-def _dynamic_bindings(path: str, given: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
+def _dynamic_bindings(model, given: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
     """Shapes for inputs the model leaves dynamic, taken from the arrays given for them.
     Static inputs are not bound, so an array of the wrong shape is reported as such."""
-    from ..frontend.onnx import read_onnx
     bind = {}
-    for vi in read_onnx(path).graph.input:
+    for vi in model.graph.input:
         dims = vi.type.tensor_type.shape.dim
         if vi.name in given and any(not d.HasField("dim_value") for d in dims):
             bind[vi.name] = tuple(given[vi.name].shape)

@@ -6,6 +6,8 @@ output "logits"). `digits_test.npz` is the held-out split it never saw in traini
 y int64); `digits_calib.npz` a small calibration split drawn from the training part (x).
 `digits_vit.onnx` is a tiny ViT (scripts/train_digits_vit.py) trained on the same split; its
 export folds the batch size into Reshape shapes, so load it at the batch you run.
+`timm/*.onnx.gz` are timm networks as PyTorch exports them, without their weights
+(scripts/export_timm.py; load them with `retarget.zoo.exported`).
 """
 from __future__ import annotations
 

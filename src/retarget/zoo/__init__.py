@@ -72,4 +72,28 @@ def build_bytes(name: str, **kwargs) -> bytes:
     return build(name, **kwargs).SerializeToString()
 
 
-__all__ = ["NAMES", "BUILDERS", "MIN_SIZE", "build", "build_bytes", "OnnxBuilder", "scaled"] + list(NAMES)
+__all__ = ["NAMES", "BUILDERS", "MIN_SIZE", "EXPORTS", "build", "build_bytes", "exported", "OnnxBuilder", "scaled"] + list(NAMES)
+
+
+# Real PyTorch exports of timm networks (scripts/export_timm.py), shipped as graphs whose
+# weights are regenerated on load (zoo/skeleton.py). Input "input" [1, 3, 224, 224], output
+# "output" [1, 1000].
+def _export_dir():
+    from ..data import DATA_DIR
+    return DATA_DIR / "timm"
+
+
+EXPORTS: tuple[str, ...] = (
+    "vit_tiny_patch16_224", "deit_tiny_patch16_224", "swin_tiny_patch4_window7_224",
+    "convnext_atto", "poolformer_s12", "mobilevitv2_050", "efficientvit_b0", "levit_128s",
+    "resnest14d", "regnety_004",
+)
+
+
+def exported(name: str, seed: int = 0) -> onnx.ModelProto:
+    """The timm network `name` (see EXPORTS) as PyTorch exported it at opset 17, with seeded
+    random weights of the recorded statistics."""
+    from .skeleton import load_filled
+    if name not in EXPORTS:
+        raise KeyError(f"no shipped export {name!r}; shipped: {', '.join(EXPORTS)}")
+    return load_filled(_export_dir() / f"{name}.onnx.gz", seed)
