@@ -48,6 +48,8 @@ def test_unknown_preset():
     (dict(log_acc_buff_size=5), "smaller than one element"),
     (dict(bus_bytes=12), "power of two"),
     (dict(clock_mhz=0.0), "clock_mhz"),
+    (dict(host_gmacs=0.0), "host_gmacs"),
+    (dict(host_gmacs=float("nan")), "host_gmacs"),
     (dict(alu_ii=-1), "alu_ii"),
     (dict(log_batch=1.5), "must be an integer"),
 ])

@@ -7,12 +7,13 @@ from retarget.errors import TargetError
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.partition import partition
 from retarget.targets.registry import get_target, target_names
+from retarget.targets.vta.lower import Conv2d
 
 from .conftest import build_graph, calibration_for
 
 
-def placed(name, spec="vta", **kw):
-    t = get_target(spec)
+def placed(name, spec="vta", config=None, **kw):
+    t = get_target(spec, config)
     g = build_graph(name)
     q = prepare(infer_shapes(g), t, calibration_for(g))
     q.toposort()
@@ -54,10 +55,31 @@ def test_resnet_convs_offloaded_with_reasons():
 
 
 def test_depthwise_convs_are_offloaded():
-    # depthwise maps onto the GEMM core as diagonal weight blocks (targets/vta/lower/conv.py)
-    rep = placed("mobilenet_v1")
+    # depthwise maps onto the GEMM core as diagonal weight blocks (targets/vta/lower/conv.py);
+    # with a slow host the cycle model offloads every one, whatever its size
+    rep = placed("mobilenet_v1", config={"host_gmacs": 0.01})
     convs = [n for n in rep.nodes if n.op == "Conv"]
     assert convs and all(n.placement == "vta" for n in convs)
+
+
+def test_grouped_convs_go_where_the_cycle_model_says_they_are_faster():
+    from retarget.targets.vta.lower import model_cycles
+    from retarget.targets.vta.rules import grouped_conv_times
+    fast, slow = (placed("mobilenet_v1", config={"host_gmacs": g}) for g in (1e4, 0.01))
+    depthwise = [n.name for n in fast.nodes if n.op == "Conv" and "groups=" in n.reason]
+    assert len(depthwise) == 13
+    by_name = {n.name: n for n in fast.nodes}
+    for name in depthwise:   # a host of 10 T MAC/s beats vta on every one, and it says so
+        n = by_name[name]
+        assert n.placement == "cpu", n.reason
+        assert "on vta's cycle model against" in n.reason and "the host is faster" in n.reason
+    assert all(n.placement == "vta" for n in slow.nodes if n.name in depthwise)
+    # the times in the reason are the full cycle model's and the useful MACs at host_gmacs
+    t = get_target("vta")
+    layer = Conv2d("dw", (1, 32, 8, 8), 32, (3, 3), pads=(1, 1, 1, 1), groups=32)
+    vta_us, host_us = grouped_conv_times(layer, t.config)
+    assert vta_us == model_cycles(layer, t.config) / t.config.clock_mhz
+    assert host_us == layer.macs / (t.config.host_gmacs * 1e3)
 
 
 def test_forcing_requantize_to_cpu_takes_its_conv_along():

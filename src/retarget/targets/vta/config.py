@@ -40,6 +40,10 @@ class VTAConfig(ConfigFields):
     # 8 is the published HLS design's command-queue depth (STREAM_IN_DEPTH); it bounds how far
     # the fetch stage can run ahead, so a shallower queue is the honest default.
     cmd_queue_depth: int = 8    # depth of each module's command queue
+    # The host CPU's int8 convolution throughput, in G MAC/s, against which a grouped conv's
+    # modelled time on vta is weighed (rules.py). The VTA paper's Fig. 16: the Pynq's
+    # Cortex-A9 (667 MHz) took over 3 s for ResNet-18's ~1.8 G conv MACs, 40x slower than VTA.
+    host_gmacs: float = 0.6
     name: str = "pynq"
 
     def __post_init__(self):
@@ -131,6 +135,8 @@ def validate(c: VTAConfig) -> None:
         bad(f"bus_bytes={c.bus_bytes} must be a power of two")
     if not c.clock_mhz > 0 or c.clock_mhz == float("inf"):   # NaN fails `> 0`
         bad(f"clock_mhz must be a positive finite number, got {c.clock_mhz!r}")
+    if not c.host_gmacs > 0 or c.host_gmacs == float("inf"):
+        bad(f"host_gmacs must be a positive finite number, got {c.host_gmacs!r}")
     if c.dram_bytes <= 0:
         bad(f"dram_bytes={c.dram_bytes} must be positive")
     for f in ("dma_latency", "gemm_pipeline", "alu_ii", "alu_pipeline", "insn_overhead",

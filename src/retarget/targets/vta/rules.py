@@ -12,7 +12,7 @@ from ..accel.graph_layers import (conv_layer, conv_problem, dense_problem, fused
                                   map_problem, qadd_problem, requant_of, requant_reason,
                                   requantize_support)
 from ..base import Support, Target
-from .lower import Dense, reason
+from .lower import Dense, model_cycles, reason
 from .lower.schedule import conv_geom
 
 MAX_KERNEL = 7          # largest convolution / pooling window the lowering handles
@@ -45,6 +45,14 @@ def conv_rule(t: Target, node: Node, graph: Graph, kernel_limit: bool = True) ->
     if merged > 1:
         notes.append(f"groups={layer.groups} run {merged} at a time as block-diagonal weights "
                      f"({merged}x the useful MACs on the GEMM core)")
+    if layer.groups > 1:
+        vta_us, host_us = grouped_conv_times(layer, c)
+        timing = (f"{vta_us:.1f} us on vta's cycle model against {host_us:.1f} us on the host "
+                  f"at host_gmacs={c.host_gmacs:g} G MAC/s")
+        if vta_us > host_us:
+            return Support.no(f"{where}: groups={layer.groups}: {timing}; the host is faster" +
+                              (f" ({notes[0]} on vta)" if notes else ""))
+        notes.append(timing)
     if cin % c.block_in and layer.groups == 1:
         padded = -(-cin // c.block_in) * c.block_in
         waste = 100 * (padded - cin) / padded
@@ -53,6 +61,15 @@ def conv_rule(t: Target, node: Node, graph: Graph, kernel_limit: bool = True) ->
     if notes:
         return Support.yes(f"{where}: " + "; ".join(notes))
     return Support.yes("conv2d on the GEMM core, requantised on the ALU")
+
+
+def grouped_conv_times(layer, cfg) -> tuple[float, float]:
+    """A grouped conv's time on vta (the full cycle model of its chosen schedule; a mapping
+    that wastes the GEMM core's MACs shows there) and on the host (its useful MACs at
+    cfg.host_gmacs), in microseconds: which one runs it is the cycle model's choice."""
+    cycles = model_cycles(layer, cfg)
+    vta_us = float("inf") if cycles is None else cycles / cfg.clock_mhz
+    return vta_us, layer.macs / (cfg.host_gmacs * 1e3)
 
 
 def _on_vta_operand(t: Target, node: Node, graph: Graph, operands) -> str | None:
