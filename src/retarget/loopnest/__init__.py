@@ -1,0 +1,14 @@
+"""The loop-nest IR and what works on it (issue 14): ops lowered to loop nests, the
+buffering / loop-order / copy-insertion algorithms of swTVM, an interpreter that says what a
+nest means, and a C printer. Target-neutral: the `c` and Sunway targets generate code from it.
+
+- ir.py: Affine indices, Tensor / Access, expressions, Store / Copy / Loop, Kernel.
+- interp.py: run a Kernel on NumPy arrays (the meaning every transformation preserves).
+"""
+from .ir import (Access, Affine, Binary, Const, Copy, Expr, Kernel, Load, Loop, Select, Stmt,
+                 Store, Tensor, Unary, aff, accesses, loads, walk)
+from .interp import run_kernel
+
+__all__ = ["Access", "Affine", "Binary", "Const", "Copy", "Expr", "Kernel", "Load", "Loop",
+           "Select", "Stmt", "Store", "Tensor", "Unary", "aff", "accesses", "loads", "walk",
+           "run_kernel"]
