@@ -4,11 +4,14 @@ nest means, and a C printer. Target-neutral: the `c` and Sunway targets generate
 
 - ir.py: Affine indices, Tensor / Access, expressions, Store / Copy / Loop, Kernel.
 - interp.py: run a Kernel on NumPy arrays (the meaning every transformation preserves).
+- verify.py: bounds, bindings, parallel-write and capacity checks; printer.py: readable text.
 """
 from .ir import (Access, Affine, Binary, Const, Copy, Expr, Kernel, Load, Loop, Select, Stmt,
                  Store, Tensor, Unary, aff, accesses, loads, walk)
 from .interp import run_kernel
+from .printer import format_kernel
+from .verify import verify_kernel
 
 __all__ = ["Access", "Affine", "Binary", "Const", "Copy", "Expr", "Kernel", "Load", "Loop",
            "Select", "Stmt", "Store", "Tensor", "Unary", "aff", "accesses", "loads", "walk",
-           "run_kernel"]
+           "run_kernel", "format_kernel", "verify_kernel"]
