@@ -24,10 +24,12 @@ from .base import Target
 
 def _builtin() -> dict[str, type[Target]]:
     # Imported lazily so that `import retarget` does not pull in every backend.
+    from .c.target import CTarget
     from .cpu.target import CpuTarget
     from .dnnvm.target import DNNVMTarget
     from .vta.target import VTATarget
-    return {CpuTarget.name: CpuTarget, DNNVMTarget.name: DNNVMTarget, VTATarget.name: VTATarget}
+    return {CpuTarget.name: CpuTarget, DNNVMTarget.name: DNNVMTarget, VTATarget.name: VTATarget,
+            CTarget.name: CTarget}
 
 
 _TARGETS: dict[str, type[Target]] = {}

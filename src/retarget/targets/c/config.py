@@ -1,0 +1,45 @@
+"""The `c` target's configuration: how the generated library is scheduled and built."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = ("optimized", "naive")
+
+
+@dataclass(frozen=True, slots=True)
+class CConfig:
+    """mode: "optimized" or "naive" (the baseline without buffering or reordering); which
+        schedule `targets.c.lower.schedule_kernel` applies to each kernel.
+    cc: the C compiler command (words split as a shell would: "ccache gcc" works).
+    cflags: compiler flags for the library retarget builds (the emitted Makefile has its own
+        overridable CFLAGS).
+    openmp: build with -fopenmp, so parallel loops run on OMP_NUM_THREADS threads.
+    build_dir: where each region's sources are written and built ("<build_dir>/<region>/");
+        empty: a new temporary directory per region, removed when the module is.
+    memory_bytes: the device memory (weights, arena, region inputs and outputs); pages are
+        only touched when used.
+    min_region_macs: the partitioner's size rule (0: every supported node runs as C)."""
+    mode: str = "optimized"
+    cc: str = "gcc"
+    cflags: str = "-O3 -march=native -std=c99"
+    openmp: bool = True
+    build_dir: str = ""
+    memory_bytes: int = 1 << 31
+    min_region_macs: int = 0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if not self.cc.strip():
+            raise ValueError("cc must name a C compiler")
+        if self.memory_bytes <= 0:
+            raise ValueError(f"memory_bytes must be positive, got {self.memory_bytes}")
+
+
+PRESETS = {
+    "naive": CConfig(mode="naive"),
+    # quick builds without host-specific instructions, e.g. for tests or a shared cache
+    "portable": CConfig(cflags="-O2 -std=c99", openmp=False),
+}
+
+__all__ = ["CConfig", "MODES", "PRESETS"]

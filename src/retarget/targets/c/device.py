@@ -1,0 +1,140 @@
+"""The `c` target's device: the host CPU running a generated library through ctypes, behind the
+Device API.
+
+It is a SimulatedDevice whose "device memory" (a page-aligned NumPy byte array) is ordinary
+host memory, so a device pointer plus the array's address is a real address the native code
+can use. A kernel loads its library once (`load_library`, like a driver loading a program),
+uploads its weights and allocates its arena in device memory, and per run submits one task:
+
+    c.model_run  args: library = the handle load_library returned,
+                       weights, arena = device pointers (pointer arguments),
+                       inputs, outputs = tuples of device pointers (region order),
+                       memory = inputs + outputs (the other allocations it may touch)
+
+`execute` checks every buffer against the sizes the library was built for (a bounds-checked
+`view` of each, which also enforces the task's memory confinement), checks the work limit,
+and calls `model_run` with the buffers' addresses; ctypes releases the GIL meanwhile, so
+OpenMP threads run freely. The generated code itself cannot be watched access by access: it
+stays inside those buffers because every kernel was verified (all indices in bounds) and
+every binding checked against the buffer sizes before the C was printed (program.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import DeviceError
+from ...limits import check_device_work
+from ...runtime.device import MEMORY_ARG, SimulatedDevice, Task
+
+RUN = "c.model_run"
+_PAGE = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class LibrarySpec:
+    """What a library's `model_run` expects: buffer sizes, and its work per run."""
+    name: str
+    weights_bytes: int
+    arena_bytes: int
+    input_bytes: tuple[int, ...]
+    output_bytes: tuple[int, ...]
+    kernels: int
+    work: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    spec: LibrarySpec
+    path: Path
+    library: ctypes.CDLL
+    run: object      # the ctypes function model_run
+
+
+class CDevice(SimulatedDevice):
+    name = "c"
+    kernels = {RUN: ("weights", "arena")}
+    default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 31}
+
+    def __init__(self, **options):
+        self._libraries: dict[int, _Loaded] = {}
+        self._handles = itertools.count(1)
+        super().__init__(**options)
+
+    def configure(self, **options) -> None:
+        """As SimulatedDevice.configure, with the memory aligned to a page, so a 64-byte
+        aligned device pointer is a 64-byte aligned host address."""
+        super().configure(**options)
+        with self.lock:
+            size = self.options["memory_bytes"]
+            raw = np.zeros(size + _PAGE, dtype=np.uint8)     # pages mapped lazily
+            start = (-raw.ctypes.data) % _PAGE
+            self._memory = raw[start:start + size]
+
+    def load_library(self, path: Path, spec: LibrarySpec) -> int:
+        """Load a library retarget built (never one from an artifact: see kernel.py) and
+        return its handle for tasks."""
+        with self.lock:
+            try:
+                lib = ctypes.CDLL(str(path))
+                fn = lib.model_run
+            except (OSError, AttributeError) as e:
+                raise DeviceError(f"{self.name}: cannot load {path}: {e}") from None
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                           ctypes.POINTER(ctypes.c_void_p)]
+            fn.restype = ctypes.c_int
+            handle = next(self._handles)
+            self._libraries[handle] = _Loaded(spec, Path(path), lib, fn)
+            return handle
+
+    def unload_library(self, handle: int) -> None:
+        """Forget a library (the process keeps it mapped: ctypes never unloads)."""
+        with self.lock:
+            if self._libraries.pop(handle, None) is None:
+                raise DeviceError(f"{self.name}: no library with handle {handle!r}")
+
+    def execute(self, task: Task) -> dict[str, int]:
+        if task.kernel != RUN:
+            raise DeviceError(f"{self.name}: no kernel {task.kernel!r}")
+        a = task.args
+        loaded = self._libraries.get(a.get("library"))
+        if loaded is None:
+            raise DeviceError(f"{self.name}: task '{task.name}': library {a.get('library')!r} "
+                              f"is not loaded")
+        spec = loaded.spec
+        inputs, outputs = a.get("inputs", ()), a.get("outputs", ())
+        if len(inputs) != len(spec.input_bytes) or len(outputs) != len(spec.output_bytes):
+            raise DeviceError(f"{self.name}: task '{task.name}': {spec.name} takes "
+                              f"{len(spec.input_bytes)} inputs and {len(spec.output_bytes)} "
+                              f"outputs, got {len(inputs)} and {len(outputs)}")
+        check_device_work(f"{self.name}: task '{task.name}' ({spec.name})", spec.work)
+
+        def address(ptr, nbytes: int, what: str) -> int:
+            return self.view(ptr, (nbytes,), np.uint8, what=f"{spec.name} {what}").ctypes.data
+
+        w = address(a["weights"], spec.weights_bytes, "weights")
+        arena = address(a["arena"], spec.arena_bytes, "arena")
+        ins = [address(p, n, f"input {i}") for i, (p, n) in enumerate(zip(inputs, spec.input_bytes))]
+        outs = [address(p, n, f"output {j}")
+                for j, (p, n) in enumerate(zip(outputs, spec.output_bytes))]
+        in_array = (ctypes.c_void_p * max(1, len(ins)))(*ins)
+        out_array = (ctypes.c_void_p * max(1, len(outs)))(*outs)
+        status = loaded.run(w, arena, in_array, out_array)
+        if status != 0:
+            raise DeviceError(f"{self.name}: task '{task.name}': model_run of {loaded.path} "
+                              f"returned {status}")
+        return {"kernels": spec.kernels, "statements": spec.work}
+
+
+def task_args(handle: int, weights: int, arena: int, inputs, outputs) -> dict:
+    """The arguments of one c.model_run task."""
+    inputs, outputs = tuple(int(p) for p in inputs), tuple(int(p) for p in outputs)
+    return {"library": handle, "weights": weights, "arena": arena, "inputs": inputs,
+            "outputs": outputs, MEMORY_ARG: inputs + outputs}
+
+
+__all__ = ["CDevice", "LibrarySpec", "RUN", "task_args"]
