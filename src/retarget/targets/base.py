@@ -146,6 +146,9 @@ class Target:
     # True when the target's results must equal the reference run of prepare()'s graph exactly
     # (integer targets); False allows float rounding differences.
     bit_exact: ClassVar[bool] = False
+    # For a target that is not bit-exact: the relative tolerance `retarget run --check` holds
+    # its outputs to (of the largest reference magnitude, or 1, whichever is larger).
+    check_rtol: ClassVar[float] = 1e-5
     # The integer format compile() quantises into before prepare(); None: the float graph.
     number_format: ClassVar[NumberFormat | None] = None
     # Fusion templates (targets/fusion.py) this target lowers as one unit; empty: no fusion.

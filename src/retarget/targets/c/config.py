@@ -18,7 +18,11 @@ class CConfig:
         empty: a new temporary directory per region, removed when the module is.
     memory_bytes: the device memory (weights, arena, region inputs and outputs); pages are
         only touched when used.
-    min_region_macs: the partitioner's size rule (0: every supported node runs as C)."""
+    min_region_macs: the partitioner's size rule (0: every supported node runs as C).
+    tile_channels, tile_columns: the register tile of an optimised conv / dense layer: at most
+        this many output channels (the vector dimension) by this many output columns, each the
+        largest divisor of the layer's extent within the limit. 16 x 8 float accumulators are
+        16 AVX2 or 8 AVX-512 registers (benchmarks/bench_aot_c.py measured the choice)."""
     mode: str = "optimized"
     cc: str = "gcc"
     cflags: str = "-O3 -march=native -std=c99"
@@ -26,12 +30,17 @@ class CConfig:
     build_dir: str = ""
     memory_bytes: int = 1 << 31
     min_region_macs: int = 0
+    tile_channels: int = 16
+    tile_columns: int = 8
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
         if not self.cc.strip():
             raise ValueError("cc must name a C compiler")
+        if self.tile_channels < 1 or self.tile_columns < 1:
+            raise ValueError(f"tile_channels and tile_columns must be positive, got "
+                             f"{self.tile_channels} and {self.tile_columns}")
         if self.memory_bytes <= 0:
             raise ValueError(f"memory_bytes must be positive, got {self.memory_bytes}")
 

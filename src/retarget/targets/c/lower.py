@@ -27,8 +27,11 @@ import numpy as np
 
 from ...errors import GraphError, TargetError, node_context
 from ...ir.graph import Node, Value
+from ...ir.types import TensorType
 from ...loopnest.c_printer import C_TYPES, c_identifier
+from ...loopnest.inner_order import order_reductions
 from ...loopnest.ir import Kernel as LoopKernel
+from ...loopnest.register_tile import Relayout, Tiled, register_tile
 from ...passes.memory_plan import Step, plan_memory
 from ..base import Region
 from .config import CConfig
@@ -54,15 +57,23 @@ def default_op_lowering() -> OpLowering | None:
     return OpLowering(ops.lower_node, frozenset(ops.SUPPORTED_OPS))
 
 
-def schedule_kernel(kernel: LoopKernel, config: CConfig) -> LoopKernel:
-    """The hook where each kernel gets its schedule before it is printed.
+def schedule_kernel(kernel: LoopKernel, constants: frozenset[str], config: CConfig) -> Tiled:
+    """Each kernel's schedule before it is printed. "naive": the nest exactly as `lower_node`
+    made it (its outer independent loop parallel: the OpenACC-style baseline). "optimized":
+    weighted reductions (conv, dense, matmul by a constant) register-tiled along their output
+    channels, their weights transposed to match (loopnest/register_tile.py); the remaining
+    reductions with their contiguous output loops innermost (loopnest/inner_order.py).
+    `constants` names the kernel inputs that are compile-time constants."""
+    if config.mode == "naive":
+        return Tiled(kernel)
+    tiled = register_tile(kernel, constants, config.tile_channels, config.tile_columns)
+    return Tiled(order_reductions(tiled.kernel), tiled.relayouts)
 
-    Meant for: mode "optimized" -> loopnest/buffering.py's swTVM algorithms (local buffers
-    sized to a cache level, loop reordering, copy insertion); mode "naive" -> the lowered
-    nest with its outer loop parallel, nothing else (the OpenACC-style baseline).
-    Today it returns `kernel` unchanged in both modes: no optimisation happens here yet, and
-    both modes print the kernels exactly as `lower_node` made them."""
-    return kernel
+
+def _derived_constant(r: Relayout, source: Value) -> Value:
+    """The constant a relaid-out kernel input holds."""
+    data = r.apply(source.const)
+    return Value(r.name, TensorType(data.shape, source.type.dtype), data)
 
 
 def _spec(v: Value) -> TensorSpec:
@@ -73,9 +84,11 @@ def _round_up(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def _check_params(node: Node, k: LoopKernel, by_name: dict[str, Value]) -> None:
-    """The kernel's tensors are the node's values, with their dtypes and sizes."""
-    ins = {v.name for v in node.inputs if v is not None}
+def _check_params(node: Node, k: LoopKernel, by_name: dict[str, Value],
+                  derived: set[str] = frozenset()) -> None:
+    """The kernel's tensors are the node's values (or, for inputs, constants `derived` from
+    them), with their dtypes and sizes."""
+    ins = {v.name for v in node.inputs if v is not None} | set(derived)
     outs = {v.name for v in node.outputs}
     for group, allowed, what in ((k.inputs, ins, "input"), (k.outputs, outs, "output")):
         for t in group:
@@ -117,8 +130,16 @@ def lower_region(region: Region, lowering: OpLowering, config: CConfig
             alias[dst.name] = src.name
             steps.append(Step(node.name, (src.name,), (dst.name,), alias=src.name))
             continue
-        k = schedule_kernel(k, config)
-        _check_params(node, k, by_name)
+        constants = frozenset(v.name for v in node.inputs if v is not None and v.is_const)
+        tiled = schedule_kernel(k, constants, config)
+        k = tiled.kernel
+        for r in tiled.relayouts:
+            derived = _derived_constant(r, by_name[r.source])
+            known = by_name.setdefault(r.name, derived)
+            if known is not derived and not np.array_equal(known.const, derived.const):
+                raise TargetError(f"{node_context(node)}: two different constants would be "
+                                  f"named {r.name!r}")
+        _check_params(node, k, by_name, {r.name for r in tiled.relayouts})
         lowered.append((node, k))
         produced.update(t.name for t in k.outputs)
         steps.append(Step(node.name, tuple(t.name for t in k.inputs),
