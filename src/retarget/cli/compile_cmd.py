@@ -121,6 +121,9 @@ def run_compile(args: argparse.Namespace) -> int:
     check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
+    for kernel in module.kernels.values():
+        if kernel.summary():
+            print(kernel.summary())
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")

@@ -120,6 +120,10 @@ class Kernel:
     def release(self, device) -> None:
         raise NotImplementedError(f"{type(self).__name__}.release")
 
+    def summary(self) -> str:
+        """One line `retarget compile` prints under the placement report ("": nothing)."""
+        return ""
+
     def save(self, directory: Path, weights: WeightStore) -> dict:
         """Write this kernel's own files into `directory` (created by the caller), put its
         arrays into `weights`, and return a JSON-able spec that `load` rebuilds it from."""

@@ -102,6 +102,13 @@ class CLibraryKernel(Kernel):
     def sources(self) -> dict[str, str]:
         return sources(self.program)
 
+    def summary(self) -> str:
+        p, mib = self.program, 1 / 2**20
+        built = "" if self.build is None else f", built in {self.build.seconds:.1f} s"
+        return (f"{p.name}: {len(p.calls)} kernels ({p.mode}), arena {p.arena_bytes * mib:.2f} "
+                f"MiB for tensors that sum to {p.sum_of_tensor_bytes * mib:.2f} MiB, weights "
+                f"{p.weights_bytes * mib:.2f} MiB{built}")
+
     # ---- building -----------------------------------------------------------------------------
     def ensure_built(self) -> Build:
         """Write the project and build the library, once (the first call does the work)."""
