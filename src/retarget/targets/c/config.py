@@ -3,13 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-MODES = ("optimized", "naive")
+MODES = ("optimized", "buffered", "naive")
 
 
 @dataclass(frozen=True, slots=True)
 class CConfig:
-    """mode: "optimized" or "naive" (the baseline without buffering or reordering); which
-        schedule `targets.c.lower.schedule_kernel` applies to each kernel.
+    """mode: which schedule `targets.c.lower.schedule_kernel` applies to each kernel:
+        "optimized" (register tiles, packed weights), "buffered" (swTVM's buffering, loop
+        order and copy insertion in `local_bytes`) or "naive" (the lowered nests: the
+        baseline without buffering or reordering).
     cc: the C compiler command (words split as a shell would: "ccache gcc" works).
     cflags: compiler flags for the library retarget builds (the emitted Makefile has its own
         overridable CFLAGS).
@@ -22,7 +24,9 @@ class CConfig:
     tile_channels, tile_columns: the register tile of an optimised conv / dense layer: at most
         this many output channels (the vector dimension) by this many output columns, each the
         largest divisor of the layer's extent within the limit. 16 x 8 float accumulators are
-        16 AVX2 or 8 AVX-512 registers (benchmarks/bench_aot_c.py measured the choice)."""
+        16 AVX2 or 8 AVX-512 registers.
+    local_bytes: the local memory the "buffered" mode sizes its buffers for (Algorithm 1's
+        capacity): an L1 data cache by default (64 KB is a Sunway CPE's LDM)."""
     mode: str = "optimized"
     cc: str = "gcc"
     cflags: str = "-O3 -march=native -std=c99"
@@ -32,12 +36,15 @@ class CConfig:
     min_region_macs: int = 0
     tile_channels: int = 16
     tile_columns: int = 8
+    local_bytes: int = 32 * 1024
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
         if not self.cc.strip():
             raise ValueError("cc must name a C compiler")
+        if self.local_bytes < 1:
+            raise ValueError(f"local_bytes must be positive, got {self.local_bytes}")
         if self.tile_channels < 1 or self.tile_columns < 1:
             raise ValueError(f"tile_channels and tile_columns must be positive, got "
                              f"{self.tile_channels} and {self.tile_columns}")
@@ -47,6 +54,7 @@ class CConfig:
 
 PRESETS = {
     "naive": CConfig(mode="naive"),
+    "buffered": CConfig(mode="buffered"),
     # quick builds without host-specific instructions, e.g. for tests or a shared cache
     "portable": CConfig(cflags="-O2 -std=c99", openmp=False),
 }

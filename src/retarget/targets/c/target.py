@@ -63,9 +63,10 @@ class CTarget(Target):
         return Support.yes()
 
     def prepare(self, graph: Graph) -> Graph:
-        """Optimised mode: BatchNorm folded into the convs before it, and convolutions read an
-        explicitly padded input (no bounds test in their inner loops) where the op lowering
-        runs Pad. Naive mode lowers the graph as imported."""
+        """Optimised and buffered modes: BatchNorm folded into the convs before it, and
+        convolutions read an explicitly padded input (no bounds test in their inner loops, and
+        a box the buffering can copy) where the op lowering runs Pad. Naive mode lowers the
+        graph as imported."""
         if self.config.mode == "naive":
             return graph
         graph = fold_batchnorm(graph)
