@@ -17,7 +17,8 @@ from retarget.loopnest import (Binary, Const, Copy, Kernel, Load, Loop, Select, 
 from retarget.loopnest.c_printer import print_unit
 from retarget.loopnest.schedule import Axis, nest
 from retarget.ops import resolve_attrs
-from retarget.targets.c import CTarget, OpLowering
+from retarget.targets.aot.lower import OpLowering
+from retarget.targets.c import CTarget
 
 FAST_CFLAGS = "-O1 -std=c99"
 

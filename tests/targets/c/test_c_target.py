@@ -20,7 +20,7 @@ from retarget.runtime.artifact import reseal
 from retarget.runtime.device import Task
 from retarget.runtime.module import Module
 from retarget.targets.c import CDevice, CTarget
-from retarget.targets.c.device import RUN, task_args
+from retarget.targets.aot.device import RUN, task_args
 from retarget.targets.cpu.reference import run_graph
 from retarget.targets.registry import get_target
 

@@ -11,8 +11,8 @@ import pytest
 from retarget.errors import GraphError
 from retarget.loopnest import Binary, Const, Kernel, Load, Loop, Store, Tensor
 from retarget.targets.c.emit import sources
-from retarget.targets.c.ir_json import kernel_from_json, kernel_to_json
-from retarget.targets.c.program import Call, Constant, Place, Program, TensorSpec
+from retarget.targets.aot.ir_json import kernel_from_json, kernel_to_json
+from retarget.targets.aot.program import Call, Constant, Place, Program, TensorSpec
 
 from .handmade import conv2d, elementwise, gemm, maxpool, tiled_scale, window_copy
 

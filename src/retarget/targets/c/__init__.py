@@ -1,21 +1,15 @@
-"""Target `c`: networks as ahead-of-time generated C for the host (issue 14).
+"""Target `c`: networks as ahead-of-time generated C for the host (issue 14). What it shares
+with the other ahead-of-time C target (sunway) lives in targets/aot/; here is only what is the
+host's:
 
-- target.py: CTarget (rules: every op `retarget.loopnest.ops` lowers; compile; device).
-- config.py: CConfig (mode, cc, cflags, openmp, build_dir, memory_bytes) and presets.
-- lower.py: a region -> Program: nodes to loop nests (`schedule_kernel` is the hook for the
-  buffering schedule), places for every tensor, the arena planned by passes/memory_plan.py.
-- program.py: the Program as checked data (and JSON); ir_json.py: loop nests as JSON.
-- emit.py: model.h / model.c / main.c / Makefile; build.py: the compiler run.
-- kernel.py: CLibraryKernel (upload / run / release / save / load; the artifact decision).
-- device.py: CDevice, the host running the library through ctypes behind the Device API.
+- target.py: CTarget (prepare: fold BatchNorm, explicit padding), its kernel and device kinds.
+- config.py: CConfig (mode, cc, cflags, openmp, tiles, local_bytes, ...) and presets.
+- schedule.py: the naive, buffered and optimised schedules of each kernel.
+- emit.py: model.c (kernels + model_run) and the Makefile.
 """
 from .config import CConfig, MODES, PRESETS
-from .device import CDevice, LibrarySpec
-from .kernel import CLibraryKernel
-from .lower import OpLowering, default_op_lowering, lower_region, schedule_kernel
-from .program import Program
-from .target import CTarget
+from .schedule import schedule_kernel
+from .target import CDevice, CLibraryKernel, CTarget
 
-__all__ = ["CConfig", "CDevice", "CLibraryKernel", "CTarget", "LibrarySpec", "MODES",
-           "OpLowering", "PRESETS", "Program", "default_op_lowering", "lower_region",
+__all__ = ["CConfig", "CDevice", "CLibraryKernel", "CTarget", "MODES", "PRESETS",
            "schedule_kernel"]

@@ -8,7 +8,7 @@ MODES = ("optimized", "buffered", "naive")
 
 @dataclass(frozen=True, slots=True)
 class CConfig:
-    """mode: which schedule `targets.c.lower.schedule_kernel` applies to each kernel:
+    """mode: which schedule `targets.c.schedule.schedule_kernel` applies to each kernel:
         "optimized" (register tiles, packed weights), "buffered" (swTVM's buffering, loop
         order and copy insertion in `local_bytes`) or "naive" (the lowered nests: the
         baseline without buffering or reordering).

@@ -1,14 +1,17 @@
-"""The `c` target's Kernel: one region as a generated C library.
+"""The Kernel of the ahead-of-time C targets (`c`, `sunway`): one region as a generated C
+library. A target subclasses `LibraryKernel` with its `kind`, its sources (`emit`) and the
+files its library is built from (`build_options`).
 
-Lifecycle: `lower` (target.py) makes the Program, writes the project (sources + weights.bin)
-into its build directory and builds libmodel.so at once, timing it (`build_seconds`).
-`upload(device)` loads the library on the CDevice, copies the weights blob into device memory
-and allocates the arena there; `run` submits one `c.model_run` task; `release` frees both.
+Lifecycle: the target's `lower` makes the Program, writes the project (sources +
+weights.bin) into its build directory and builds libmodel.so at once, timing it
+(`build_seconds`). `upload(device)` loads the library on the LibraryDevice, copies the weights
+blob into device memory and allocates the arena there; `run` submits one `model_run` task;
+`release` frees both.
 
 Saving and loading (the artifact decision). A saved kernel directory holds:
 
     program.json   the Program: every kernel's loop nest (as data), bindings, sizes
-    model.h model.c main.c Makefile   the C project printed from it
+    model.h model.c main.c Makefile ...   the C project printed from it
     weights.bin    the constants, 64-byte aligned
 
 The built library is not kept: it is native code for the machine that built it
@@ -23,7 +26,7 @@ the first `upload` builds the regenerated sources in a fresh temporary directory
 target's `cc` / `cflags` and loads that library.
 
 So the project guarantee "nothing in an artifact is ever imported or executed" holds in this
-form: a `c` module necessarily runs native code, but only code that retarget's own C printer
+form: such a module necessarily runs native code, but only code that retarget's own C printer
 generated from loop nests it verified, built on this machine at run time; the artifact's C
 text is never compiled, and no binary from an artifact is ever loaded.
 """
@@ -43,15 +46,10 @@ from ...errors import ModelLoadError, RetargetError, TargetError
 from ...runtime.device import Task
 from ..base import Kernel, Target, WeightStore
 from .build import WEIGHTS, Build, BuildOptions, build_library, write_project
-from .device import RUN, CDevice, LibrarySpec, task_args
-from .emit import sources
+from .device import RUN, LibraryDevice, LibrarySpec, task_args
 from .program import Program
 
 PROGRAM = "program.json"
-
-
-def build_options(config) -> BuildOptions:
-    return BuildOptions(config.cc, config.cflags, bool(config.openmp))
 
 
 def new_build_dir(region: str, build_dir: str = "") -> tuple[Path, bool]:
@@ -61,24 +59,38 @@ def new_build_dir(region: str, build_dir: str = "") -> tuple[Path, bool]:
     from ...loopnest.c_printer import c_identifier
     if build_dir:
         return Path(build_dir) / c_identifier(region), False
-    return Path(tempfile.mkdtemp(prefix=f"retarget-c-{c_identifier(region)}-")), True
+    return Path(tempfile.mkdtemp(prefix=f"retarget-{c_identifier(region)}-")), True
 
 
-class CLibraryKernel(Kernel):
-    kind: ClassVar[str] = "c.library"
+class LibraryKernel(Kernel):
+    kind: ClassVar[str] = ""
+    target_name: ClassVar[str] = ""          # for messages
+    device_class: ClassVar[type] = LibraryDevice
 
-    def __init__(self, program: Program, weights: np.ndarray, options: BuildOptions,
+    # ---- what a target supplies ---------------------------------------------------------------
+    @staticmethod
+    def emit(program: Program, config) -> dict[str, str]:
+        """File name -> text of every source file of the project."""
+        raise NotImplementedError
+
+    @staticmethod
+    def build_options(config) -> BuildOptions:
+        raise NotImplementedError
+
+    def __init__(self, program: Program, weights: np.ndarray, config,
                  directory: Path | None = None, temporary: bool = False,
-                 build: Build | None = None, build_dir: str = ""):
+                 build: Build | None = None):
         if weights.dtype != np.uint8 or weights.ndim != 1 or weights.size != program.weights_bytes:
-            raise TargetError(f"c program {program.name!r}: weights blob of {weights.size} "
-                              f"bytes, expected {program.weights_bytes}")
+            raise TargetError(f"{self.target_name} program {program.name!r}: weights blob of "
+                              f"{weights.size} bytes, expected {program.weights_bytes}")
         self.program = program
         self.weights = weights
-        self.options = options
+        self.config = config
+        self.options = self.build_options(config)
         self.directory = directory
         self.build = build
-        self.build_dir = build_dir        # where a lazy build goes ("" a temporary directory)
+        # where a lazy build goes ("" a temporary directory)
+        self.build_dir = str(getattr(config, "build_dir", ""))
         self.lower_seconds: float | None = None   # lowering + planning time at compile
         self._lock = threading.Lock()
         self._on_device: dict[int, tuple[int, int, int]] = {}   # id(device) -> handle, w, arena
@@ -100,7 +112,7 @@ class CLibraryKernel(Kernel):
         return None if self.build is None else self.build.seconds
 
     def sources(self) -> dict[str, str]:
-        return sources(self.program)
+        return self.emit(self.program, self.config)
 
     def summary(self) -> str:
         p, mib = self.program, 1 / 2**20
@@ -137,9 +149,9 @@ class CLibraryKernel(Kernel):
 
     # ---- on a device ------------------------------------------------------------------------
     def upload(self, device) -> None:
-        if not isinstance(device, CDevice):
-            raise TargetError(f"the c target's kernels run on a CDevice, not "
-                              f"{type(device).__name__}")
+        if not isinstance(device, self.device_class):
+            raise TargetError(f"the {self.target_name} target's kernels run on a "
+                              f"{self.device_class.__name__}, not {type(device).__name__}")
         build = self.ensure_built()
         handle = device.load_library(build.library, self.library_spec())
         w = device.malloc(max(1, self.program.weights_bytes))
@@ -151,7 +163,8 @@ class CLibraryKernel(Kernel):
     def run(self, device, inputs: Sequence[int], outputs: Sequence[int]) -> list:
         placed = self._on_device.get(id(device))
         if placed is None:
-            raise TargetError(f"c program {self.program.name!r} is not uploaded to this device")
+            raise TargetError(f"{self.target_name} program {self.program.name!r} is not "
+                              f"uploaded to this device")
         handle, w, arena = placed
         device.submit(Task(RUN, task_args(handle, w, arena, inputs, outputs),
                            name=self.program.name))
@@ -178,27 +191,26 @@ class CLibraryKernel(Kernel):
 
     @classmethod
     def load(cls, directory: Path, spec: Mapping[str, Any], weights: Mapping[str, np.ndarray],
-             target: Target) -> "CLibraryKernel":
+             target: Target) -> "LibraryKernel":
         try:
             program = Program.from_json(json.loads((directory / PROGRAM).read_text(encoding="utf-8")))
         except (RetargetError, KeyError, TypeError, ValueError, RecursionError) as e:
-            raise ModelLoadError(f"{directory / PROGRAM}: not a valid c program "
+            raise ModelLoadError(f"{directory / PROGRAM}: not a valid {cls.target_name} program "
                                  f"({type(e).__name__}: {e})") from None
         blob = np.fromfile(directory / WEIGHTS, dtype=np.uint8)
         if blob.size != program.weights_bytes:
             raise ModelLoadError(f"{directory / WEIGHTS}: {blob.size} bytes, the program "
                                  f"needs {program.weights_bytes}")
-        for name, text in sources(program).items():
+        for name, text in cls.emit(program, target.config).items():
             path = directory / name
             shipped = path.read_text(encoding="utf-8") if path.is_file() else None
             if shipped != text:
                 raise ModelLoadError(
                     f"{path}: {'missing' if shipped is None else 'differs from'} the C that "
-                    f"retarget generates from {PROGRAM}; a c module only ever builds code "
+                    f"retarget generates from {PROGRAM}; a {cls.target_name} module only ever builds code "
                     f"generated from its verified loop nests, so edited sources (or ones "
                     f"written by another retarget version) are refused: recompile the model")
-        return cls(program, blob, build_options(target.config),
-                   build_dir=str(getattr(target.config, "build_dir", "")))
+        return cls(program, blob, target.config)
 
 
-__all__ = ["CLibraryKernel", "PROGRAM", "build_options", "new_build_dir"]
+__all__ = ["LibraryKernel", "PROGRAM", "new_build_dir"]

@@ -21,14 +21,18 @@ BUILD_TIMEOUT_S = 900
 
 @dataclass(frozen=True, slots=True)
 class BuildOptions:
+    """How a project becomes its library: `units` (the C files, in the project directory)
+    compiled and linked in one command with `libs`."""
     cc: str
     cflags: str
     openmp: bool
+    units: tuple[str, ...] = ("model.c",)
+    libs: tuple[str, ...] = ("-lm",)
 
-    def command(self, source: str = "model.c", output: str = LIBRARY) -> list[str]:
+    def command(self, output: str = LIBRARY) -> list[str]:
         return [*shlex.split(self.cc), *shlex.split(self.cflags),
                 *(["-fopenmp"] if self.openmp else []), "-fPIC", "-shared", "-o", output,
-                source, "-lm"]
+                *self.units, *self.libs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +52,7 @@ def write_project(directory: Path, files: Mapping[str, str], weights: np.ndarray
 
 
 def build_library(directory: Path, options: BuildOptions) -> Build:
-    """Compile `directory`/model.c into `directory`/libmodel.so."""
+    """Compile the project in `directory` into `directory`/libmodel.so."""
     cmd = options.command()
     hint = (f"the sources are written in {directory}; build them there with `make` (see its "
             f"Makefile) or set the target's `cc` / `cflags` config")
@@ -63,7 +67,7 @@ def build_library(directory: Path, options: BuildOptions) -> Build:
         raise TargetError(f"C compiler {options.cc!r} cannot be run (permission denied); "
                           f"{hint}") from None
     except subprocess.TimeoutExpired:
-        raise TargetError(f"{options.cc!r} did not finish building {directory / 'model.c'} in "
+        raise TargetError(f"{options.cc!r} did not finish building {directory} in "
                           f"{BUILD_TIMEOUT_S} s; {hint}") from None
     seconds = time.perf_counter() - t0
     if done.returncode != 0:

@@ -1,6 +1,6 @@
 """A lowered region as plain data: the kernels it calls in order, where every tensor they touch
 lives, the constants in the weights blob and the arena size. The C sources are printed from
-it (emit.py), and an artifact stores it as JSON (program.json) from which loading rebuilds
+it (each target's emit.py), and an artifact stores it as JSON (program.json) from which loading rebuilds
 and re-checks everything (kernel.py).
 
 Where a tensor lives during a run is a `Place`:
@@ -27,7 +27,6 @@ from ...errors import GraphError
 from ...loopnest.c_printer import C_TYPES, MAX_LOCAL_BYTES, kernel_work
 from ...loopnest.ir import Kernel
 from ...loopnest.verify import verify_kernel
-from .config import MODES
 from .ir_json import kernel_from_json, kernel_to_json
 
 SPACES = ("input", "output", "weights", "arena")
@@ -95,7 +94,7 @@ class OutputCopy:
 @dataclass(frozen=True, slots=True)
 class Program:
     name: str                      # the region's name
-    mode: str                      # the schedule the kernels got ("optimized" / "naive")
+    mode: str                      # the schedule the kernels got (the target's config mode)
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     calls: tuple[Call, ...]
@@ -114,10 +113,10 @@ class Program:
     def validate(self) -> None:
         """GraphError naming the first problem; see the module docstring."""
         def fail(msg: str) -> GraphError:
-            return GraphError(f"c program {self.name!r}: {msg}")
+            return GraphError(f"program {self.name!r}: {msg}")
 
-        if self.mode not in MODES:
-            raise fail(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if not re.fullmatch(r"[a-z][a-z_]*", self.mode):
+            raise fail(f"mode {self.mode!r} is not a schedule name")
         for what, n in (("weights_bytes", self.weights_bytes), ("arena_bytes", self.arena_bytes),
                         ("sum_of_tensor_bytes", self.sum_of_tensor_bytes)):
             if isinstance(n, bool) or not isinstance(n, int) or n < 0:

@@ -1,12 +1,12 @@
-"""The `c` target's device: the host CPU running a generated library through ctypes, behind the
-Device API.
+"""The device of the ahead-of-time C targets (`c`, `sunway`): the host CPU running a generated
+library through ctypes, behind the Device API.
 
 It is a SimulatedDevice whose "device memory" (a page-aligned NumPy byte array) is ordinary
 host memory, so a device pointer plus the array's address is a real address the native code
 can use. A kernel loads its library once (`load_library`, like a driver loading a program),
 uploads its weights and allocates its arena in device memory, and per run submits one task:
 
-    c.model_run  args: library = the handle load_library returned,
+    model_run    args: library = the handle load_library returned,
                        weights, arena = device pointers (pointer arguments),
                        inputs, outputs = tuples of device pointers (region order),
                        memory = inputs + outputs (the other allocations it may touch)
@@ -31,7 +31,7 @@ from ...errors import DeviceError
 from ...limits import check_device_work
 from ...runtime.device import MEMORY_ARG, SimulatedDevice, Task
 
-RUN = "c.model_run"
+RUN = "model_run"
 _PAGE = 4096
 
 
@@ -55,8 +55,9 @@ class _Loaded:
     run: object      # the ctypes function model_run
 
 
-class CDevice(SimulatedDevice):
-    name = "c"
+class LibraryDevice(SimulatedDevice):
+    """A target subclasses it to give the device its name (what errors say)."""
+    name = "aot"
     kernels = {RUN: ("weights", "arena")}
     default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 31}
 
@@ -131,10 +132,10 @@ class CDevice(SimulatedDevice):
 
 
 def task_args(handle: int, weights: int, arena: int, inputs, outputs) -> dict:
-    """The arguments of one c.model_run task."""
+    """The arguments of one model_run task."""
     inputs, outputs = tuple(int(p) for p in inputs), tuple(int(p) for p in outputs)
     return {"library": handle, "weights": weights, "arena": arena, "inputs": inputs,
             "outputs": outputs, MEMORY_ARG: inputs + outputs}
 
 
-__all__ = ["CDevice", "LibrarySpec", "RUN", "task_args"]
+__all__ = ["LibraryDevice", "LibrarySpec", "RUN", "task_args"]

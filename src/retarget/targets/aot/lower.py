@@ -1,5 +1,6 @@
-"""A region of graph nodes as a Program (program.py): each node lowered to a loop nest, each
-loop nest scheduled, every tensor given a place, the intermediates planned into one arena.
+"""A region of graph nodes as a Program (program.py), for every ahead-of-time C target: each
+node lowered to a loop nest, each loop nest scheduled by the target, every tensor given a
+place, the intermediates planned into one arena.
 
 Where values live:
 - region inputs and outputs are the caller's buffers (`model_run`'s pointer arrays): the
@@ -28,16 +29,11 @@ import numpy as np
 from ...errors import GraphError, TargetError, node_context
 from ...ir.graph import Node, Value
 from ...ir.types import TensorType
-from ...loopnest.buffering import CapacityError, Unbufferable, buffer_kernel
-from ...loopnest.c_printer import C_TYPES, c_identifier, print_kernel
-from ...loopnest.inner_order import order_reductions
-from ...loopnest.ir import Kernel as LoopKernel, Loop
-from ...loopnest.schedule import ScheduleError, parallel
-from ...loopnest.verify import verify_kernel
-from ...loopnest.register_tile import Relayout, Tiled, register_tile
+from ...loopnest.c_printer import C_TYPES, c_identifier
+from ...loopnest.ir import Kernel as LoopKernel
+from ...loopnest.register_tile import Relayout, Tiled
 from ...passes.memory_plan import Step, plan_memory
 from ..base import Region
-from .config import CConfig
 from .program import ALIGNMENT, Call, Constant, OutputCopy, Place, Program, TensorSpec
 
 
@@ -58,48 +54,6 @@ def default_op_lowering() -> OpLowering | None:
         return None
     from ...loopnest import ops
     return OpLowering(ops.lower_node, frozenset(ops.SUPPORTED_OPS))
-
-
-def schedule_kernel(kernel: LoopKernel, constants: frozenset[str], config: CConfig) -> Tiled:
-    """Each kernel's schedule before it is printed (docs/aot-c.md):
-
-    - "naive": the nest exactly as `lower_node` made it (its outer independent loop
-      parallel): the OpenACC-style baseline;
-    - "buffered": swTVM's algorithms (loopnest/buffering.py) with `local_bytes` of local
-      memory, the outermost loop of each nest parallel where that is legal; a nest they
-      cannot buffer stays as lowered;
-    - "optimized": weighted reductions (conv, dense, matmul by a constant) register-tiled
-      along their output channels, their weights packed to match (loopnest/register_tile.py);
-      the remaining reductions with their contiguous output loops innermost
-      (loopnest/inner_order.py).
-
-    `constants` names the kernel inputs that are compile-time constants."""
-    if config.mode == "naive":
-        return Tiled(kernel)
-    if config.mode == "buffered":
-        try:
-            buffered, _ = buffer_kernel(kernel, config.local_bytes)
-        except (Unbufferable, CapacityError):
-            return Tiled(kernel)
-        return Tiled(_parallel_outer_loops(buffered))
-    tiled = register_tile(kernel, constants, config.tile_channels, config.tile_columns)
-    return Tiled(order_reductions(tiled.kernel), tiled.relayouts)
-
-
-def _parallel_outer_loops(kernel: LoopKernel) -> LoopKernel:
-    """`kernel` with the outermost loop of each top-level nest parallel where the verifier
-    (disjoint writes) and the C printer (per-thread locals) accept it; the rest serial."""
-    for s in kernel.body:
-        if not isinstance(s, Loop):
-            continue
-        try:
-            candidate = parallel(kernel, s.var)
-            verify_kernel(candidate)
-            print_kernel(candidate)
-        except (ScheduleError, GraphError):
-            continue
-        kernel = candidate
-    return kernel
 
 
 def _derived_constant(r: Relayout, source: Value) -> Value:
@@ -133,9 +87,15 @@ def _check_params(node: Node, k: LoopKernel, by_name: dict[str, Value],
                                   f"{t.dtype}{list(t.shape)}, the value is {v.type}")
 
 
-def lower_region(region: Region, lowering: OpLowering, config: CConfig
+# How a target schedules each lowered kernel: (kernel, names of its constant inputs) -> the
+# scheduled kernel and the constants it reads in another layout.
+Schedule = Callable[[LoopKernel, frozenset[str]], Tiled]
+
+
+def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode: str
                  ) -> tuple[Program, np.ndarray]:
-    """The region's Program and its weights blob (uint8)."""
+    """The region's Program (its kernels scheduled by `schedule`, recorded as `mode`) and its
+    weights blob (uint8)."""
     by_name: dict[str, Value] = {}
     for v in region.inputs + region.outputs + [v for n in region.nodes
                                                 for v in n.inputs + n.outputs if v is not None]:
@@ -163,7 +123,7 @@ def lower_region(region: Region, lowering: OpLowering, config: CConfig
             steps.append(Step(node.name, (src.name,), (dst.name,), alias=src.name))
             continue
         constants = frozenset(v.name for v in node.inputs if v is not None and v.is_const)
-        tiled = schedule_kernel(k, constants, config)
+        tiled = schedule(k, constants)
         k = tiled.kernel
         for r in tiled.relayouts:
             derived = _derived_constant(r, by_name[r.source])
@@ -236,7 +196,7 @@ def lower_region(region: Region, lowering: OpLowering, config: CConfig
     blob = np.zeros(weights_bytes, dtype=np.uint8)
     for offset, data in blob_parts:
         blob[offset:offset + data.size] = data
-    program = Program(region.name, config.mode, tuple(_spec(v) for v in region.inputs),
+    program = Program(region.name, mode, tuple(_spec(v) for v in region.inputs),
                       tuple(_spec(v) for v in region.outputs), tuple(calls), tuple(copies),
                       tuple(constants), weights_bytes, plan.arena_bytes, plan.sum_of_tensor_bytes)
     program.validate()
@@ -244,14 +204,14 @@ def lower_region(region: Region, lowering: OpLowering, config: CConfig
 
 
 def node_support_problem(node: Node) -> str | None:
-    """Why the c target cannot hold this node's values (None: it can)."""
+    """Why an ahead-of-time C target cannot hold this node's values (None: it can)."""
     for v in list(node.inputs) + list(node.outputs):
         if v is None:
             continue
         if v.type is None:
             return f"value {v.name!r} has no type"
         if v.type.dtype not in C_TYPES:
-            return (f"value {v.name!r} is {v.type.dtype}; the c target computes "
+            return (f"value {v.name!r} is {v.type.dtype}; generated C computes "
                     f"{', '.join(C_TYPES)} only")
         if v.type.numel == 0:
             return f"value {v.name!r} is empty ({v.type})"
@@ -259,4 +219,4 @@ def node_support_problem(node: Node) -> str | None:
 
 
 __all__ = ["OpLowering", "default_op_lowering", "lower_region", "node_support_problem",
-           "schedule_kernel"]
+           "Schedule"]

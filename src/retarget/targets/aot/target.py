@@ -1,0 +1,66 @@
+"""What every ahead-of-time C target shares: which nodes it can hold (those the op lowering
+turns into loop nests), how a region becomes a built library (lower.py, then the target's
+LibraryKernel) and the device it runs on. A target supplies its kernel class, its device
+class and `schedule` (what each kernel looks like before it is printed)."""
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from ...errors import RetargetError
+from ...ir.graph import Graph, Node
+from ...loopnest.ir import Kernel as LoopKernel
+from ...loopnest.register_tile import Tiled
+from ..base import Region, Support, Target
+from .device import LibraryDevice
+from .kernel import LibraryKernel, new_build_dir
+from .lower import OpLowering, default_op_lowering, lower_region, node_support_problem
+
+
+class LibraryTarget(Target):
+    kernel_class: ClassVar[type[LibraryKernel]] = LibraryKernel
+    device_class: ClassVar[type[LibraryDevice]] = LibraryDevice
+    bit_exact: ClassVar[bool] = False
+
+    def op_lowering(self) -> OpLowering | None:
+        """How nodes become loop nests (loopnest/ops.py); a subclass may supply another."""
+        return default_op_lowering()
+
+    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
+        """`kernel` as it will be printed; `constants` names its compile-time constant inputs."""
+        raise NotImplementedError(f"target {self.name!r} does not implement schedule()")
+
+    def supports(self, node: Node, graph: Graph) -> Support:
+        lowering = self.op_lowering()
+        if lowering is None:
+            return Support.no(f"the {self.name} target lowers ops with retarget.loopnest.ops, "
+                              f"which is not available in this installation")
+        if node.op not in lowering.supported:
+            return Support.no(f"{self.name} has no loop-nest lowering for {node.op}")
+        problem = node_support_problem(node)
+        if problem:
+            return Support.no(problem)
+        try:   # an attribute combination the lowering refuses stays on the CPU, with its reason
+            lowering.lower_node(node)
+        except RetargetError as e:
+            return Support.no(f"{node.op} cannot be lowered to a loop nest: {e}")
+        return Support.yes()
+
+    def lower(self, region: Region) -> LibraryKernel:
+        lowering = self.op_lowering()
+        if lowering is None:
+            raise RetargetError("retarget.loopnest.ops is not available to lower ops to C")
+        t0 = time.perf_counter()
+        program, blob = lower_region(region, lowering, self.schedule, self.config.mode)
+        lower_s = time.perf_counter() - t0
+        directory, temporary = new_build_dir(region.name, self.config.build_dir)
+        kernel = self.kernel_class(program, blob, self.config, directory, temporary)
+        kernel.lower_seconds = lower_s
+        kernel.ensure_built()      # writes the project, then builds it (timed: build_seconds)
+        return kernel
+
+    def make_device(self) -> LibraryDevice:
+        return self.device_class(memory_bytes=self.config.memory_bytes)
+
+
+__all__ = ["LibraryTarget"]
