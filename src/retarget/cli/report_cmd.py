@@ -58,6 +58,15 @@ def emit_report(module, args: argparse.Namespace, *, print_table: bool = True,
     """Build the module's report; print it (print_table) and write the files args ask for.
     Returns the ModuleReport."""
     from ..report.module import module_report
+    tables = [k.report_table() for k in module.kernels.values() if k.report_table()]
+    if tables:   # targets whose kernels report themselves (sunway's cost model)
+        asked = [f"--{o}" for o in ("csv", "json", "roofline", "trace") if getattr(args, o, None)]
+        if asked:
+            raise TargetError(f"{', '.join(asked)}: target {module.target.name!r} has no "
+                              f"instruction-level cycle model; its report is the table only")
+        if print_table:
+            print("\n\n".join(tables))
+        return None
     rep = module_report(module, profile)
     if print_table:
         print(rep.table())

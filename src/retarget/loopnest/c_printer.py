@@ -322,22 +322,30 @@ class _KernelPrinter:
     def ref(self, acc: Access, extents: Mapping[str, int]) -> str:
         return f"{self.names[acc.tensor.name]}[{self.flat(acc, extents)}]"
 
+    def in_bounds(self, acc: Access, extents: Mapping[str, int]) -> list[str] | None:
+        """The C conditions under which `acc` is inside its tensor: only the dimensions that
+        can leave it are tested; None when it never is inside."""
+        conds = []
+        for idx, n in zip(acc.index, acc.tensor.shape):
+            lo, hi = idx.bounds(extents)
+            if hi < 0 or lo >= n:
+                return None
+            text = self.affine(idx, extents)
+            if lo < 0:
+                conds.append(f"{text} >= 0")
+            if hi >= n:
+                conds.append(f"{text} < {n}")
+        return conds
+
     # ---- expressions ------------------------------------------------------------------------
     def expr(self, e, extents: Mapping[str, int]) -> str:
         f = self.ftype
         if isinstance(e, Load):
             if e.fill is None:
                 return self.ref(e.access, extents)
-            conds = []
-            for idx, n in zip(e.access.index, e.access.tensor.shape):
-                lo, hi = idx.bounds(extents)
-                if hi < 0 or lo >= n:
-                    return c_float(e.fill, f)      # never inside the tensor
-                text = self.affine(idx, extents)
-                if lo < 0:
-                    conds.append(f"{text} >= 0")
-                if hi >= n:
-                    conds.append(f"{text} < {n}")
+            conds = self.in_bounds(e.access, extents)
+            if conds is None:
+                return c_float(e.fill, f)      # never inside the tensor
             if not conds:
                 return self.ref(e.access, extents)
             return f"({' && '.join(conds)} ? {self.ref(e.access, extents)} : {c_float(e.fill, f)})"
@@ -436,8 +444,15 @@ class _KernelPrinter:
                           for d, i in enumerate(acc.index))
             return self.flat(Access(acc.tensor, index), inner)
 
+        self.move(dst_t, run_start(c.dst), src_t, run_start(c.src), run)
+        for _ in box_vars:
+            self.depth -= 1
+            self.emit("}")
+
+    def move(self, dst_t: Tensor, d_at: str, src_t: Tensor, s_at: str, run: int) -> None:
+        """One contiguous run of a copy: `run` elements from flat offset `s_at` of `src_t`
+        to `d_at` of `dst_t`."""
         d_name, s_name = self.names[dst_t.name], self.names[src_t.name]
-        d_at, s_at = run_start(c.dst), run_start(c.src)
         if run == 1:
             self.emit(f"{d_name}[{d_at}] = {s_name}[{s_at}];")
         elif src_t.dtype == dst_t.dtype:
@@ -449,9 +464,6 @@ class _KernelPrinter:
             self.taken.add(r)
             self.emit(f"for (int {r} = 0; {r} < {run}; {r}++) {{")
             self.emit(f"    {d_name}[{d_at} + {r}] = ({_ctype(dst_t)}){s_name}[{s_at} + {r}];")
-            self.emit("}")
-        for _ in box_vars:
-            self.depth -= 1
             self.emit("}")
 
     # ---- the function -----------------------------------------------------------------------

@@ -124,6 +124,11 @@ class Kernel:
         """One line `retarget compile` prints under the placement report ("": nothing)."""
         return ""
 
+    def report_table(self) -> str:
+        """A kernel with its own cost model but no instruction-level cycle model (sunway)
+        returns its per-layer table here; `retarget report` prints it ("": none)."""
+        return ""
+
     def save(self, directory: Path, weights: WeightStore) -> dict:
         """Write this kernel's own files into `directory` (created by the caller), put its
         arrays into `weights`, and return a JSON-able spec that `load` rebuilds it from."""

@@ -27,9 +27,10 @@ def _builtin() -> dict[str, type[Target]]:
     from .c.target import CTarget
     from .cpu.target import CpuTarget
     from .dnnvm.target import DNNVMTarget
+    from .sunway.target import SunwayTarget
     from .vta.target import VTATarget
     return {CpuTarget.name: CpuTarget, DNNVMTarget.name: DNNVMTarget, VTATarget.name: VTATarget,
-            CTarget.name: CTarget}
+            CTarget.name: CTarget, SunwayTarget.name: SunwayTarget}
 
 
 _TARGETS: dict[str, type[Target]] = {}

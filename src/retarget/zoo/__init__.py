@@ -10,7 +10,7 @@ stay O(1). They all take the same keywords:
 
     from retarget import zoo
     model = zoo.build("resnet18", size=64, num_classes=10)   # an onnx.ModelProto
-    zoo.NAMES    # resnet18 resnet50 resnet152 resnext50 regnet_y resnest14d vgg11 vgg16 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
+    zoo.NAMES    # resnet18 resnet50 resnet152 resnext50 regnet_y resnest14d vgg11 vgg16 vgg19 alexnet squeezenet googlenet mobilenet_v1 mobilenet_v2
                  # unet (ConvTranspose up-path) unet_resize (nearest Resize up-path)
                  # vit convnext mobilevit levit (transformer era: LayerNorm, attention, GELU)
 
@@ -23,7 +23,7 @@ from typing import Callable
 import onnx
 
 from .builder import OnnxBuilder, scaled
-from .classic import alexnet, squeezenet, vgg11, vgg16
+from .classic import alexnet, squeezenet, vgg11, vgg16, vgg19
 from .googlenet import googlenet
 from .mobilenet import mobilenet_v1, mobilenet_v2
 from .resnet import regnet_y, resnest14d, resnet18, resnet50, resnet152, resnext50
@@ -39,6 +39,7 @@ BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnest14d": resnest14d,
     "vgg11": vgg11,
     "vgg16": vgg16,
+    "vgg19": vgg19,
     "alexnet": alexnet,
     "squeezenet": squeezenet,
     "googlenet": googlenet,

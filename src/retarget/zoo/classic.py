@@ -41,6 +41,8 @@ VGG_CONFIGS = {
     "vgg11": (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"),
     "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
               512, 512, 512, "M"),
+    "vgg19": (64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M", 512, 512, 512, 512, "M",
+              512, 512, 512, 512, "M"),
 }
 
 
@@ -75,6 +77,12 @@ def vgg16(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float
           opset: int = 17, seed: int = 0) -> onnx.ModelProto:
     """VGG-16 (configuration D), no batch norm. Needs size >= 32."""
     return _vgg("vgg16", size, batch, num_classes, width, opset, seed)
+
+
+def vgg19(size: int = 224, batch: int = 1, num_classes: int = 1000, width: float = 1.0,
+          opset: int = 17, seed: int = 0) -> onnx.ModelProto:
+    """VGG-19 (configuration E), no batch norm: the network swTVM evaluates. Needs size >= 32."""
+    return _vgg("vgg19", size, batch, num_classes, width, opset, seed)
 
 
 def _fire(b: OnnxBuilder, x: str, squeeze: int, expand: int, scope: str) -> str:

@@ -126,9 +126,27 @@ class LibraryDevice(SimulatedDevice):
         out_array = (ctypes.c_void_p * max(1, len(outs)))(*outs)
         status = loaded.run(w, arena, in_array, out_array)
         if status != 0:
+            why = self.library_error(loaded.library)
             raise DeviceError(f"{self.name}: task '{task.name}': model_run of {loaded.path} "
-                              f"returned {status}")
+                              f"returned {status}{': ' + why if why else ''}")
         return {"kernels": spec.kernels, "statements": spec.work}
+
+    @staticmethod
+    def library_error(library: ctypes.CDLL) -> str:
+        """What the library's optional `model_error()` says about its last failed run."""
+        fn = getattr(library, "model_error", None)
+        if fn is None:
+            return ""
+        fn.argtypes, fn.restype = [], ctypes.c_char_p
+        return (fn() or b"").decode("utf-8", "replace")
+
+    def library(self, handle: int) -> ctypes.CDLL:
+        """The loaded library behind `handle` (for a target's own queries, e.g. counters)."""
+        with self.lock:
+            loaded = self._libraries.get(handle)
+            if loaded is None:
+                raise DeviceError(f"{self.name}: no library with handle {handle!r}")
+            return loaded.library
 
 
 def task_args(handle: int, weights: int, arena: int, inputs, outputs) -> dict:

@@ -1,0 +1,75 @@
+"""The Sunway target's configuration: one SW26010 core group (or up to four) as the cost model
+sees it, the schedule, and how the emulation build is made. Numbers and sources:
+docs/sunway.md, "The cost model's assumptions"."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODES = ("swtvm", "baseline")
+
+
+@dataclass(frozen=True, slots=True)
+class SunwayConfig:
+    """mode: "swtvm" (LDM buffers sized by Algorithm 1, loops by Algorithm 2, DMA by
+        Algorithm 3) or "baseline" (the OpenACC-style code: the lowered nests, outer loop
+        split over the CPEs, every main-memory element read and written by a global
+        load / store).
+    core_groups, cpes_per_cg: the machine; the outer loop of a layer is split over
+        core_groups * cpes_per_cg CPEs (64 per SW26010 core group).
+    ldm_bytes: each CPE's local memory (64 KB); the capacity Algorithm 1 sizes buffers for.
+    clock_ghz, flops_per_cycle: a CPE's clock and peak (1.45 GHz, 8 flops per cycle:
+        a 256-bit FMA on four doubles; 11.6 GFlop/s per CPE).
+    compute_efficiency: the fraction of a CPE's peak generated scalar C reaches (assumed).
+    dma_gbps: a core group's DMA bandwidth for large blocks (measured ~21 GB/s of the
+        theoretical 34.1), shared by its CPEs.
+    dma_overhead_bytes: the fixed cost of one DMA transfer, as bytes of bandwidth: measured
+        bandwidth by block size follows BW(B) = dma_gbps * B / (B + 640).
+    gld_cycles: the latency of one global load / store from a CPE (assumed, no figure we
+        trust was found; the benchmark shows how the baseline moves with it).
+    spawn_us: athread_spawn + athread_join per layer (assumed).
+    cc, cflags, build_dir, memory_bytes: the emulation build on the host and its device
+        memory, as for the c target."""
+    mode: str = "swtvm"
+    core_groups: int = 1
+    cpes_per_cg: int = 64
+    ldm_bytes: int = 64 * 1024
+    clock_ghz: float = 1.45
+    flops_per_cycle: int = 8
+    compute_efficiency: float = 0.5
+    dma_gbps: float = 21.0
+    dma_overhead_bytes: int = 640
+    gld_cycles: int = 200
+    spawn_us: float = 10.0
+    cc: str = "gcc"
+    cflags: str = "-O2 -std=c99"
+    build_dir: str = ""
+    memory_bytes: int = 1 << 31
+    min_region_macs: int = 0
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if not 1 <= self.core_groups <= 4:
+            raise ValueError(f"core_groups must be 1 to 4 (an SW26010 has four), got "
+                             f"{self.core_groups}")
+        for name in ("cpes_per_cg", "ldm_bytes", "flops_per_cycle", "gld_cycles"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("clock_ghz", "dma_gbps", "compute_efficiency"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.cc.strip():
+            raise ValueError("cc must name a C compiler")
+
+    @property
+    def cpes(self) -> int:
+        return self.core_groups * self.cpes_per_cg
+
+
+PRESETS = {
+    "sw26010": SunwayConfig(),
+    "sw26010_4cg": SunwayConfig(core_groups=4),
+    "baseline": SunwayConfig(mode="baseline"),
+}
+
+__all__ = ["MODES", "PRESETS", "SunwayConfig"]

@@ -1,0 +1,177 @@
+"""The `sunway` target (issue 15): a network as swTVM organises it for an SW26010 core group
+(MPE main program, one CPE slave function per layer, LDM buffers and DMA chosen by swTVM's
+algorithms), run on the host under an emulation of athread, with a cost model of the real
+chip.
+
+    m = retarget.compile(graph, "sunway")               # sw26010: 1 core group, 64 CPEs
+    m = retarget.compile(graph, "sunway:baseline")      # the OpenACC-style code
+    m.run({"input": x})                                 # emulated: 64 host threads
+
+float32, no quantisation; `run --check` holds it to 1e-4 relative of the reference (float sums
+in another order, BatchNorm folded). What it shares with the host `c` target (lowering to
+loop nests, the memory plan, building, the device) is in targets/aot/.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import ClassVar
+
+from ...errors import DeviceError, ModelLoadError, RetargetError, TargetError
+from ...ir.graph import Graph
+from ...loopnest.ir import Kernel as LoopKernel
+from ...loopnest.register_tile import Tiled
+from ...passes.explicit_padding import explicit_padding
+from ...passes.fold_batchnorm import fold_batchnorm
+from ...report.table import format_table
+from ..aot.build import BuildOptions
+from ..aot.device import LibraryDevice
+from ..aot.kernel import LibraryKernel
+from ..aot.lower import lower_region
+from ..aot.program import Program
+from ..aot.target import LibraryTarget
+from ..base import Region, WeightStore
+from .config import PRESETS, SunwayConfig
+from .cost import LayerCost, program_costs
+from .emit import COUNTER_FIELDS, check_ldm, sources, units
+from .schedule import schedule
+
+
+BASELINE = "baseline.json"
+
+
+class SunwayDevice(LibraryDevice):
+    name = "sunway"
+
+
+class SunwayKernel(LibraryKernel):
+    kind: ClassVar[str] = "sunway.library"
+    target_name: ClassVar[str] = "sunway"
+    device_class: ClassVar[type] = SunwayDevice
+
+    @staticmethod
+    def emit(program, config) -> dict[str, str]:
+        check_ldm(program, config)
+        return sources(program, config)
+
+    def build_options_for(self) -> BuildOptions:
+        # an undeclared function is an error: swTVM-mode slaves are built without the global
+        # load / store functions (RT_NO_GLOBAL_ACCESS), so a call to one cannot slip through
+        return BuildOptions(self.config.cc, self.config.cflags + " -DRT_EMULATE "
+                            "-Werror=implicit-function-declaration", False,
+                            units(self.program), ("-lm", "-pthread"))
+
+    @staticmethod
+    def build_options(config) -> BuildOptions:      # replaced per program in __init__
+        return BuildOptions(config.cc, config.cflags, False)
+
+    def __init__(self, program, weights, config, directory=None, temporary=False, build=None):
+        super().__init__(program, weights, config, directory, temporary, build)
+        self.options = self.build_options_for()
+        self.baseline: Program | None = None   # the same region, scheduled the OpenACC way
+
+    # ---- what reports and tests read -----------------------------------------------------
+    def costs(self, config: SunwayConfig | None = None) -> list[LayerCost]:
+        """The cost model's prediction for each layer (with `config`'s machine numbers)."""
+        return program_costs(self.program, config or self.config)
+
+    def counters(self, device) -> list[dict[str, dict[str, int]]]:
+        """The emulator's counters of each layer after the last run on `device`:
+        {"max": {field: max over CPEs}, "sum": {field: sum}}."""
+        placed = self._on_device.get(id(device))
+        if placed is None:
+            raise DeviceError(f"sunway program {self.program.name!r} is not uploaded to this "
+                              f"device")
+        fn = device.library(placed[0]).model_layer_counters
+        fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_longlong)]
+        n = len(COUNTER_FIELDS)
+        out = []
+        for layer in range(len(self.program.calls)):
+            values = (ctypes.c_longlong * (2 * n))()
+            fn(layer, values)
+            out.append({"max": dict(zip(COUNTER_FIELDS, values[:n])),
+                        "sum": dict(zip(COUNTER_FIELDS, values[n:]))})
+        return out
+
+    def report_table(self) -> str:
+        """Per layer: where it runs, flops, DMA bytes and transfers, LDM bytes, and the cost
+        model's SW26010 time for this code and for the OpenACC-style baseline."""
+        ours = self.costs()
+        base = self.costs_of_baseline()
+        rows = []
+        for o, b in zip(ours, base):
+            rows.append([o.name[:40], o.kind, o.where, f"{o.flops / 1e6:.2f}",
+                         f"{o.dma_bytes / 2**20:.2f}", str(o.dma_transfers),
+                         str(o.ldm_bytes), f"{o.seconds * 1e3:.3f}", f"{b.seconds * 1e3:.3f}",
+                         f"{b.seconds / o.seconds:.2f}" if o.seconds else "-"])
+        t_ours, t_base = sum(c.seconds for c in ours), sum(c.seconds for c in base)
+        rows.append(["total", "", "", f"{sum(c.flops for c in ours) / 1e6:.2f}",
+                     f"{sum(c.dma_bytes for c in ours) / 2**20:.2f}",
+                     str(sum(c.dma_transfers for c in ours)), "", f"{t_ours * 1e3:.3f}",
+                     f"{t_base * 1e3:.3f}", f"{t_base / t_ours:.2f}" if t_ours else "-"])
+        head = (f"{self.program.name}: predicted on {self.config.core_groups} SW26010 core "
+                f"group(s) ({self.config.cpes} CPEs, {self.config.ldm_bytes // 1024} KB LDM), "
+                f"mode {self.program.mode}; baseline = the OpenACC-style code")
+        return head + "\n" + format_table(
+            ["layer", "kind", "on", "MFLOP", "DMA MiB", "DMA transfers", "LDM B",
+             "ours ms", "baseline ms", "speedup"], rows)
+
+    def costs_of_baseline(self) -> list[LayerCost]:
+        """The baseline's predicted costs: the same layers scheduled the OpenACC way."""
+        if self.baseline is None:
+            raise TargetError(f"sunway program {self.program.name!r} has no baseline program")
+        return program_costs(self.baseline, self.config)
+
+    # ---- artifact: the baseline program rides along (as data, verified on load) ------------
+    def save(self, directory: Path, weights: WeightStore) -> dict:
+        spec = super().save(directory, weights)
+        if self.baseline is not None:
+            (directory / BASELINE).write_text(json.dumps(self.baseline.to_json(), indent=1),
+                                              encoding="utf-8")
+            spec["baseline"] = BASELINE
+        return spec
+
+    @classmethod
+    def load(cls, directory: Path, spec, weights, target) -> "SunwayKernel":
+        kernel = super().load(directory, spec, weights, target)
+        if spec.get("baseline") == BASELINE:
+            try:
+                kernel.baseline = Program.from_json(
+                    json.loads((directory / BASELINE).read_text(encoding="utf-8")))
+            except (RetargetError, KeyError, TypeError, ValueError, RecursionError) as e:
+                raise ModelLoadError(f"{directory / BASELINE}: not a valid sunway program "
+                                     f"({type(e).__name__}: {e})") from None
+        return kernel
+
+
+class SunwayTarget(LibraryTarget):
+    name: ClassVar[str] = "sunway"
+    description: ClassVar[str] = ("an SW26010 core group (1 MPE + 64 CPEs with 64 KB LDM "
+                                  "each) through swTVM-style generated C, emulated on the host")
+    config_class: ClassVar[type] = SunwayConfig
+    presets: ClassVar[dict] = PRESETS
+    kernel_class: ClassVar[type] = SunwayKernel
+    device_class: ClassVar[type] = SunwayDevice
+    kernel_kinds: ClassVar[dict] = {SunwayKernel.kind: SunwayKernel}
+    check_rtol: ClassVar[float] = 1e-4
+
+    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
+        return schedule(kernel, self.config)
+
+    def lower(self, region: Region) -> SunwayKernel:
+        kernel = super().lower(region)
+        base = self.config if self.config.mode == "baseline" else replace(self.config,
+                                                                        mode="baseline")
+        kernel.baseline = kernel.program if base is self.config else lower_region(
+            region, self.op_lowering(), lambda k, c: schedule(k, base), "baseline")[0]
+        return kernel
+
+    def prepare(self, graph: Graph) -> Graph:
+        """BatchNorm folded into the convs before it; padded convolutions read an explicitly
+        padded input (a box a DMA can fetch: padded reads cannot be buffered)."""
+        return explicit_padding(fold_batchnorm(graph))
+
+
+__all__ = ["SunwayDevice", "SunwayKernel", "SunwayTarget"]

@@ -1,0 +1,159 @@
+"""Target `sunway`: the issue's networks at test sizes run under the athread emulation within
+1e-4 of the reference; no CPE exceeds its LDM; the emulator's counters equal the counts the
+cost model reads off the loop nests; swTVM's worked GEMM example; the artifact round trip,
+`run --check` and `report`."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import retarget
+from retarget import cli, zoo
+from retarget.errors import GraphError
+from retarget.frontend.onnx import import_model
+from retarget.ir.graph import Node, Value, constant
+from retarget.ir.types import TensorType
+from retarget.loopnest.ir import Copy, Kernel, Load, Loop, Store, Tensor, walk
+from retarget.loopnest.ops import lower_node
+from retarget.runtime.module import Module
+from retarget.targets.cpu.reference import run_graph
+from retarget.targets.sunway.config import SunwayConfig
+from retarget.targets.sunway.cost import cpe_counts, layer_cost
+from retarget.targets.sunway.emit import CpePrinter
+from retarget.targets.sunway.schedule import runs_on, schedule
+
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+NETS = {
+    "alexnet": dict(size=63, width=0.125, num_classes=10),
+    "vgg19": dict(size=32, width=0.125, num_classes=10),
+    "resnet18": dict(size=32, width=0.25, num_classes=10),
+    "mobilenet_v1": dict(size=32, width=0.25, num_classes=10),
+}
+
+
+def image(graph, seed=3):
+    v = graph.inputs[0]
+    return {v.name: np.random.default_rng(seed).standard_normal(v.type.shape).astype(np.float32)}
+
+
+def assert_close(out, ref):
+    for k in ref:
+        scale = float(np.max(np.abs(ref[k]))) or 1.0
+        np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-4 * scale, err_msg=k)
+
+
+def run_on_own_device(module, x):
+    device = module.target.make_device()
+    module.bind(device)
+    return module.run(x), device
+
+
+def check_counters(module, device):
+    """The emulator's counters of the last run equal the cost model's counts, per layer."""
+    (kernel,) = module.kernels.values()
+    counted = kernel.counters(device)
+    cpes = kernel.config.cpes
+    for call, seen in zip(kernel.program.calls, counted):
+        if runs_on(call.kernel, kernel.program.mode) == "mpe":
+            assert seen["sum"]["dma_calls"] == 0
+            continue
+        per = cpe_counts(call.kernel, cpes)
+        for field in ("get_bytes", "put_bytes", "dma_calls", "gld", "gst"):
+            assert seen["sum"][field] == sum(getattr(w, field) for w in per), (call.node, field)
+            assert seen["max"][field] == max(getattr(w, field) for w in per), (call.node, field)
+        assert seen["max"]["ldm_bytes"] <= kernel.config.ldm_bytes
+        assert seen["max"]["ldm_bytes"] == layer_cost(call, kernel.program.mode,
+                                                      kernel.config).ldm_bytes
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+def test_network_runs_emulated_within_1e4_with_counters_as_modelled(name):
+    graph = import_model(zoo.build(name, **NETS[name]))
+    module = retarget.compile(graph, "sunway")
+    try:
+        assert all(p.placement == "sunway" for p in module.report.nodes)
+        x = image(graph)
+        out, device = run_on_own_device(module, x)
+        assert_close(out, run_graph(graph, x))
+        check_counters(module, device)
+        (kernel,) = module.kernels.values()
+        on = {runs_on(c.kernel, "swtvm") for c in kernel.program.calls}
+        assert "cpe" in on
+        # every layer that runs on the CPEs moves main memory by DMA only
+        for c in kernel.program.calls:
+            if runs_on(c.kernel, "swtvm") == "cpe":
+                assert not any(isinstance(s, Store) and s.dst.tensor.scope == "global"
+                               for s, _ in walk(c.kernel.body))
+    finally:
+        module.close()
+
+
+def test_baseline_runs_with_global_loads_and_is_slower_on_the_model():
+    graph = import_model(zoo.build("resnet18", **NETS["resnet18"]))
+    module = retarget.compile(graph, "sunway", config={"mode": "baseline"})
+    try:
+        x = image(graph)
+        out, device = run_on_own_device(module, x)
+        assert_close(out, run_graph(graph, x))
+        check_counters(module, device)
+        (kernel,) = module.kernels.values()
+        assert not any(isinstance(s, Copy) for c in kernel.program.calls
+                       for s, _ in walk(c.kernel.body))
+    finally:
+        module.close()
+    fast = retarget.compile(graph, "sunway")
+    try:
+        (kernel,) = fast.kernels.values()
+        ours = sum(c.seconds for c in kernel.costs())
+        base = sum(c.seconds for c in kernel.costs_of_baseline())
+        assert base > 2 * ours
+    finally:
+        fast.close()
+
+
+def test_swtvm_gemm_example_buffers():
+    # swTVM Fig. 2: C[1, 1024] = A[1, 1024] x B[1024, 1024] in a 64 KB LDM -> x = 1, y = 128,
+    # k = 64: A's buffer 1 x 64, B's 64 x 128, C's 1 x 128, 32.75 KB in all
+    a, c = Value("a", TensorType((1, 1024), "float32")), Value("c", TensorType((1, 1024), "float32"))
+    b = constant("b", np.ones((1024, 1024), np.float32))
+    k = schedule(lower_node(Node("MatMul", "gemm", [a, b], [c])), SunwayConfig()).kernel
+    assert sorted(t.shape for t in k.locals) == [(1, 64), (1, 128), (64, 128)]
+    assert k.local_bytes == 32.75 * 1024
+    cpe_loops = [s.var for s, _ in walk(k.body) if isinstance(s, Loop) and s.kind == "parallel"]
+    assert cpe_loops == ["j_o"]          # the output's column blocks go to the CPEs
+
+
+def test_cpe_code_never_touches_main_memory_directly():
+    t, o = Tensor("x", (4,)), Tensor("y", (4,))
+    k = Kernel("direct", (t,), (o,), (Loop("i", 4, (Store(o[("i",)], Load(t[("i",)])),),
+                                            "parallel"),))
+    with pytest.raises(GraphError, match="only move data with DMA"):
+        CpePrinter(k, baseline=False).slave("direct", "para_direct", "test")
+    assert "rt_gld_f(in0" in CpePrinter(k, baseline=True).slave("direct", "p", "test")
+    assert runs_on(k, "swtvm") == "mpe" and runs_on(k, "baseline") == "cpe"
+
+
+def test_artifact_run_check_and_report(tmp_path, capsys):
+    model = tmp_path / "r18.onnx"
+    model.write_bytes(zoo.build_bytes("resnet18", **NETS["resnet18"]))
+    out = tmp_path / "out"
+    assert cli.main(["compile", str(model), "--target", "sunway", "-o", str(out)]) == 0
+    names = {p.name for p in (out / "kernels" / "sunway_0").iterdir()}
+    assert {"model.c", "layers.h", "athread_emu.c", "baseline.json", "Makefile"} <= names
+    assert any(n.startswith("cpe_") for n in names)
+    capsys.readouterr()
+    assert cli.main(["run", str(out), "--random", "--check"]) == 0
+    assert "ok within rtol 0.0001" in capsys.readouterr().out
+    assert cli.main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "ours ms" in text and "baseline ms" in text and "total" in text
+    loaded = Module.load(out)
+    try:
+        (kernel,) = loaded.kernels.values()
+        assert kernel.baseline is not None and kernel.baseline.mode == "baseline"
+    finally:
+        loaded.close()
