@@ -51,7 +51,8 @@ def run(tmp_path: Path, slave: str, defines: str = "") -> str:
     for name in ("athread_emu.h", "athread_emu.c"):
         (tmp_path / name).write_text(runtime_source(name))
     (tmp_path / "main.c").write_text(defines + MAIN.replace("SLAVE", slave))
-    done = subprocess.run(["gcc", "-O1", "-std=c99", "-Werror=implicit-function-declaration",
+    done = subprocess.run(["gcc", "-O1", "-std=c99", "-DRT_EMULATE",
+                           "-Werror=implicit-function-declaration",
                            "-o", "t", "main.c", "athread_emu.c", "-pthread"], cwd=tmp_path, capture_output=True, text=True)
     if done.returncode:
         return "COMPILE ERROR\n" + done.stderr

@@ -157,3 +157,25 @@ def test_artifact_run_check_and_report(tmp_path, capsys):
         assert kernel.baseline is not None and kernel.baseline.mode == "baseline"
     finally:
         loaded.close()
+
+
+def test_emitted_project_builds_and_runs_with_its_makefile(tmp_path):
+    import subprocess
+    graph = import_model(zoo.build("mobilenet_v1", **NETS["mobilenet_v1"]))
+    module = retarget.compile(graph, "sunway", config={"build_dir": str(tmp_path / "b")})
+    try:
+        x = image(graph, 5)
+        expected = module.run(x)
+    finally:
+        module.close()
+    project = tmp_path / "b" / "sunway_0"
+    names = {p.name for p in project.iterdir()}
+    assert {"model.c", "layers.h", "main.c", "Makefile", "athread_emu.h"} <= names
+    subprocess.run(["make", "-s", "model"], cwd=project, check=True, capture_output=True)
+    (name, arr), = x.items()
+    arr.tofile(project / "x.bin")
+    subprocess.run([str(project / "model"), "weights.bin", "x.bin", "y.bin"], cwd=project,
+                   check=True, timeout=120)
+    (out_name, want), = expected.items()
+    got = np.fromfile(project / "y.bin", np.float32).reshape(want.shape)
+    np.testing.assert_array_equal(got, want)

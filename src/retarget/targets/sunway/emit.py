@@ -179,7 +179,7 @@ def layers_h(p: Program) -> str:
                 [f"out{j}" for j in range(len(call.kernel.outputs))]
         out.append(f"typedef struct {{ rt_gmem {', '.join(names)}; }} para_{_ident(call)};"
                    if names else f"typedef struct {{ int unused; }} para_{_ident(call)};")
-        out.append(f"void slave_{_ident(call)}(void *arg);")
+        out.append(f"RT_SLAVE_PROTO({_ident(call)});")
     out += ["", "#endif /* LAYERS_H */", ""]
     return "\n".join(out)
 
@@ -248,7 +248,7 @@ def model_c(p: Program, config: SunwayConfig) -> str:
                 field = f"in{i}" if i < len(k.inputs) else f"out{i - len(k.inputs)}"
                 out.append(f"    para.{field} = rt_register((void *){ptr}, {t.nbytes});"
                            f"  /* {c_comment(t.name)} */")
-            out += [f"    if (rt_spawn(slave_{fn}, &para))",
+            out += [f"    if (RT_SPAWN({fn}, &para))",
                     "        return 2;",
                     f"    keep_counters({index});"]
         else:

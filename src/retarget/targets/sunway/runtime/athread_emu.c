@@ -1,5 +1,8 @@
 /* athread_emu.c: the host emulation of athread_emu.h (pthreads). */
 #define _POSIX_C_SOURCE 200809L
+#ifndef RT_EMULATE
+#define RT_EMULATE
+#endif
 #include "athread_emu.h"
 
 #include <pthread.h>
