@@ -22,6 +22,8 @@ is a frozen dataclass, so passes return new trees and never mutate their input.
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping, Union
 
@@ -134,10 +136,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

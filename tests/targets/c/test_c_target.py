@@ -19,7 +19,8 @@ from retarget.errors import DeviceError, ModelLoadError, TargetError
 from retarget.runtime.artifact import reseal
 from retarget.runtime.device import Task
 from retarget.runtime.module import Module
-from retarget.targets.c import CDevice, CTarget
+from retarget.targets.aot.device import LibraryDevice
+from retarget.targets.c import CTarget
 from retarget.targets.aot.device import RUN, task_args
 from retarget.targets.cpu.reference import run_graph
 from retarget.targets.registry import get_target
@@ -202,7 +203,7 @@ def test_cli_run_check_on_the_artifact(net, tmp_path, capsys):
 def test_device_checks_buffers_against_the_library(net):
     graph, module = net
     kernel = module.kernels[module.offloaded[0].name]
-    device = CDevice(memory_bytes=1 << 20)
+    device = LibraryDevice("c", memory_bytes=1 << 20)
     assert device._memory.ctypes.data % 4096 == 0       # device address 0 is page aligned
     kernel.upload(device)
     handle, w, arena = kernel._on_device[id(device)]

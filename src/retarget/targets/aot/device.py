@@ -56,12 +56,13 @@ class _Loaded:
 
 
 class LibraryDevice(SimulatedDevice):
-    """A target subclasses it to give the device its name (what errors say)."""
+    """`name`: the target's, for what errors say."""
     name = "aot"
     kernels = {RUN: ("weights", "arena")}
     default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 31}
 
-    def __init__(self, **options):
+    def __init__(self, name: str = "aot", **options):
+        self.name = name
         self._libraries: dict[int, _Loaded] = {}
         self._handles = itertools.count(1)
         super().__init__(**options)

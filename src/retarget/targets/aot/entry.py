@@ -221,4 +221,32 @@ def main_c(p: Program) -> str:
     ])
 
 
-__all__ = ["main_c", "model_h", "place_name", "pointer"]
+# The end of every project's Makefile
+MAKEFILE_CLEAN = ("clean:", "\trm -f libmodel.so model", "", ".PHONY: all clean", "")
+
+
+def model_run_head() -> list[str]:
+    """`model_run`'s signature, its base pointers and its NULL checks (returns 1)."""
+    return ["int model_run(const void *weights, void *arena,",
+            "              const void *const *inputs, void *const *outputs)",
+            "{",
+            "    const unsigned char *const w = (const unsigned char *)weights;",
+            "    unsigned char *const a = (unsigned char *)arena;",
+            "    if ((MODEL_WEIGHTS_BYTES > 0 && !w) || (MODEL_ARENA_BYTES > 0 && !a) ||",
+            "        (MODEL_NUM_INPUTS > 0 && !inputs) || (MODEL_NUM_OUTPUTS > 0 && !outputs))",
+            "        return 1;"]
+
+
+def output_copies(p: Program) -> list[str]:
+    """The region outputs that are the bytes of something living elsewhere, copied out."""
+    out = []
+    for cp in p.copies:
+        src = pointer(p, cp.source, "unsigned char", const=True)
+        out.append("")
+        out.append(f"    /* output {cp.output} ({c_comment(p.outputs[cp.output].name)}) is the "
+                   f"bytes of {place_name(p, cp.source)} */")
+        out.append(f"    memcpy(outputs[{cp.output}], {src}, {cp.nbytes});")
+    return out
+
+
+__all__ = ["MAKEFILE_CLEAN", "main_c", "model_h", "model_run_head", "output_copies", "place_name", "pointer"]

@@ -63,9 +63,14 @@ def new_build_dir(region: str, build_dir: str = "") -> tuple[Path, bool]:
 
 
 class LibraryKernel(Kernel):
+    """Subclass as `class K(LibraryKernel, target="name")`: its kind is "<name>.library"."""
     kind: ClassVar[str] = ""
-    target_name: ClassVar[str] = ""          # for messages
-    device_class: ClassVar[type] = LibraryDevice
+    target_name: ClassVar[str] = ""          # for messages and the device's name
+
+    def __init_subclass__(cls, *, target: str | None = None, **kw):
+        super().__init_subclass__(**kw)
+        if target is not None:
+            cls.target_name, cls.kind = target, f"{target}.library"
 
     # ---- what a target supplies ---------------------------------------------------------------
     @staticmethod
@@ -149,9 +154,9 @@ class LibraryKernel(Kernel):
 
     # ---- on a device ------------------------------------------------------------------------
     def upload(self, device) -> None:
-        if not isinstance(device, self.device_class):
+        if not isinstance(device, LibraryDevice):
             raise TargetError(f"the {self.target_name} target's kernels run on a "
-                              f"{self.device_class.__name__}, not {type(device).__name__}")
+                              f"LibraryDevice, not {type(device).__name__}")
         build = self.ensure_built()
         handle = device.load_library(build.library, self.library_spec())
         w = device.malloc(max(1, self.program.weights_bytes))

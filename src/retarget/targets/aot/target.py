@@ -18,9 +18,21 @@ from .lower import OpLowering, default_op_lowering, lower_region, node_support_p
 
 
 class LibraryTarget(Target):
+    """Subclass as `class T(LibraryTarget, kernel=K, config=C, presets=P)`."""
     kernel_class: ClassVar[type[LibraryKernel]] = LibraryKernel
-    device_class: ClassVar[type[LibraryDevice]] = LibraryDevice
     bit_exact: ClassVar[bool] = False
+    # `run --check`'s tolerance: float sums in another order, BatchNorm folded into weights
+    check_rtol: ClassVar[float] = 1e-4
+
+    def __init_subclass__(cls, *, kernel: type[LibraryKernel] | None = None,
+                          config: type | None = None, presets: dict | None = None, **kw):
+        super().__init_subclass__(**kw)
+        if kernel is not None:
+            cls.kernel_class, cls.kernel_kinds = kernel, {kernel.kind: kernel}
+        if config is not None:
+            cls.config_class = config
+        if presets is not None:
+            cls.presets = presets
 
     def op_lowering(self) -> OpLowering | None:
         """How nodes become loop nests (loopnest/ops.py); a subclass may supply another."""
@@ -60,7 +72,7 @@ class LibraryTarget(Target):
         return kernel
 
     def make_device(self) -> LibraryDevice:
-        return self.device_class(memory_bytes=self.config.memory_bytes)
+        return LibraryDevice(self.name, memory_bytes=self.config.memory_bytes)
 
 
 __all__ = ["LibraryTarget"]

@@ -9,7 +9,7 @@ host's:
 """
 from .config import CConfig, MODES, PRESETS
 from .schedule import schedule_kernel
-from .target import CDevice, CLibraryKernel, CTarget
+from .target import CLibraryKernel, CTarget
 
-__all__ = ["CConfig", "CDevice", "CLibraryKernel", "CTarget", "MODES", "PRESETS",
+__all__ = ["CConfig", "CLibraryKernel", "CTarget", "MODES", "PRESETS",
            "schedule_kernel"]

@@ -18,7 +18,8 @@ text again and can compare it with the files the artifact ships.
 from __future__ import annotations
 
 from ...loopnest.c_printer import C_TYPES, PRELUDE, c_comment, print_kernel
-from ..aot.entry import main_c, model_h, place_name, pointer
+from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output_copies,
+                         pointer)
 from ..aot.program import Program
 
 SOURCES = ("model.h", "model.c", "main.c", "Makefile")
@@ -33,15 +34,8 @@ def model_c(p: Program) -> str:
            '#include "model.h"', "", PRELUDE.rstrip("\n"), ""]
     for call in p.calls:
         out.append(print_kernel(call.kernel, name=call.function, static=True, comment=call.node))
-    out += ["int model_run(const void *weights, void *arena,",
-            "              const void *const *inputs, void *const *outputs)",
-            "{",
-            "    const unsigned char *const w = (const unsigned char *)weights;",
-            "    unsigned char *const a = (unsigned char *)arena;",
-            "    if ((MODEL_WEIGHTS_BYTES > 0 && !w) || (MODEL_ARENA_BYTES > 0 && !a) ||",
-            "        (MODEL_NUM_INPUTS > 0 && !inputs) || (MODEL_NUM_OUTPUTS > 0 && !outputs))",
-            "        return 1;",
-            "    (void)w;",
+    out += model_run_head()
+    out += ["    (void)w;",
             "    (void)a;"]
     for call in p.calls:
         k = call.kernel
@@ -54,12 +48,7 @@ def model_c(p: Program) -> str:
             out.append(f"        {arg}{end}  /* {c_comment(t.name)} */")
         if not k.params:
             out[-1] += ");"
-    for cp in p.copies:
-        src = pointer(p, cp.source, "unsigned char", const=True)
-        out.append("")
-        out.append(f"    /* output {cp.output} ({c_comment(p.outputs[cp.output].name)}) is the "
-                   f"bytes of {place_name(p, cp.source)} */")
-        out.append(f"    memcpy(outputs[{cp.output}], {src}, {cp.nbytes});")
+    out += output_copies(p)
     out += ["    return 0;", "}", ""]
     return "\n".join(out)
 
@@ -90,11 +79,7 @@ def makefile(p: Program) -> str:
         "model: main.c model.c model.h",
         "\t$(CC) $(CFLAGS) $(OMPFLAGS) -o $@ main.c model.c $(LDLIBS)",
         "",
-        "clean:",
-        "\trm -f libmodel.so model",
-        "",
-        ".PHONY: all clean",
-        "",
+        *MAKEFILE_CLEAN,
     ])
 
 

@@ -25,7 +25,6 @@ from ...loopnest.register_tile import Tiled
 from ...passes.explicit_padding import explicit_padding
 from ...passes.fold_batchnorm import fold_batchnorm
 from ..aot.build import BuildOptions
-from ..aot.device import LibraryDevice
 from ..aot.kernel import LibraryKernel
 from ..aot.target import LibraryTarget
 from .config import CConfig, PRESETS
@@ -33,15 +32,7 @@ from .emit import sources
 from .schedule import schedule_kernel
 
 
-class CDevice(LibraryDevice):
-    name = "c"
-
-
-class CLibraryKernel(LibraryKernel):
-    kind: ClassVar[str] = "c.library"
-    target_name: ClassVar[str] = "c"
-    device_class: ClassVar[type] = CDevice
-
+class CLibraryKernel(LibraryKernel, target="c"):
     @staticmethod
     def emit(program, config) -> dict[str, str]:
         return sources(program)
@@ -51,17 +42,10 @@ class CLibraryKernel(LibraryKernel):
         return BuildOptions(config.cc, config.cflags, bool(config.openmp))
 
 
-class CTarget(LibraryTarget):
+class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRESETS):
     name: ClassVar[str] = "c"
     description: ClassVar[str] = ("the host CPU through ahead-of-time generated C (a static "
                                   "library per region, built with the system compiler)")
-    config_class: ClassVar[type] = CConfig
-    presets: ClassVar[dict] = PRESETS
-    kernel_class: ClassVar[type] = CLibraryKernel
-    device_class: ClassVar[type] = CDevice
-    kernel_kinds: ClassVar[dict] = {CLibraryKernel.kind: CLibraryKernel}
-    # `run --check`'s tolerance: float sums in another order, BatchNorm folded into weights
-    check_rtol: ClassVar[float] = 1e-4
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
         return schedule_kernel(kernel, constants, self.config)
@@ -78,4 +62,4 @@ class CTarget(LibraryTarget):
         return explicit_padding(graph) if lowering and "Pad" in lowering.supported else graph
 
 
-__all__ = ["CDevice", "CLibraryKernel", "CTarget"]
+__all__ = ["CLibraryKernel", "CTarget"]

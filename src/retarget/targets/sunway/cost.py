@@ -30,13 +30,13 @@ MPE_GFLOPS = 765.0 - 64 * 11.6        # a core group's peak minus its 64 CPEs'
 @dataclass(frozen=True, slots=True)
 class Work:
     """What one CPE does in one layer (or, for an MPE layer, the MPE)."""
-    flops: int = 0
-    get_bytes: int = 0
-    put_bytes: int = 0
-    get_calls: int = 0
-    put_calls: int = 0
-    gld: int = 0
-    gst: int = 0
+    flops: int = 0              # arithmetic operations (a multiply-add is two)
+    get_bytes: int = 0          # DMA main memory -> LDM
+    put_bytes: int = 0          # DMA LDM -> main memory
+    get_calls: int = 0          # DMA transfers in (one per contiguous run)
+    put_calls: int = 0          # DMA transfers out
+    gld: int = 0                # global loads (elements; the baseline's)
+    gst: int = 0                # global stores
 
     def __add__(self, o: "Work") -> "Work":
         return Work(*(a + b for a, b in zip(self._values(), o._values())))

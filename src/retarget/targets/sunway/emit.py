@@ -24,7 +24,8 @@ from ...errors import GraphError
 from ...loopnest.c_printer import (C_TYPES, PRELUDE, _KernelPrinter, c_comment, c_float,
                                    outputs_needing_zero, print_kernel)
 from ...loopnest.ir import Access, Copy, Kernel, Load, Loop, Store, Tensor, walk
-from ..aot.entry import main_c, model_h, pointer
+from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output_copies,
+                         pointer)
 from ..aot.program import Call, Program
 from .config import SunwayConfig
 from .schedule import runs_on
@@ -256,15 +257,8 @@ def model_c(p: Program, config: SunwayConfig) -> str:
                        "  /* on the MPE: its reads can leave their tensors (padding) */")
         out += ["    (void)w;", "    (void)a;", "    (void)inputs;", "    (void)outputs;",
                 "    return 0;", "}", ""]
-    out += ["int model_run(const void *weights, void *arena,",
-            "              const void *const *inputs, void *const *outputs)",
-            "{",
-            "    const unsigned char *const w = (const unsigned char *)weights;",
-            "    unsigned char *const a = (unsigned char *)arena;",
-            "    if ((MODEL_WEIGHTS_BYTES > 0 && !w) || (MODEL_ARENA_BYTES > 0 && !a) ||",
-            "        (MODEL_NUM_INPUTS > 0 && !inputs) || (MODEL_NUM_OUTPUTS > 0 && !outputs))",
-            "        return 1;",
-            "    if (rt_init(RT_CPES, RT_LDM_BYTES))",
+    out += model_run_head()
+    out += ["    if (rt_init(RT_CPES, RT_LDM_BYTES))",
             "        return 2;",
             "    failed_layer = -1;"]
     for index, call in enumerate(p.calls):
@@ -272,9 +266,7 @@ def model_c(p: Program, config: SunwayConfig) -> str:
         out.append(f"        failed_layer = {index};")
         out.append("        return 2;")
         out.append("    }")
-    for cp in p.copies:
-        src = pointer(p, cp.source, "unsigned char", const=True)
-        out.append(f"    memcpy(outputs[{cp.output}], {src}, {cp.nbytes});")
+    out += output_copies(p)
     out += ["    return 0;", "}", "",
             "/* What stopped the last model_run (\"\" when nothing did). */",
             "const char *model_error(void)",
@@ -324,11 +316,7 @@ def makefile(p: Program, config: SunwayConfig) -> str:
         "model: main.c $(SOURCES) model.h layers.h athread_emu.h",
         "\t$(CC) $(CFLAGS) $(EMUFLAGS) -o $@ main.c $(SOURCES) $(LDLIBS)",
         "",
-        "clean:",
-        "\trm -f libmodel.so model",
-        "",
-        ".PHONY: all clean",
-        "",
+        *MAKEFILE_CLEAN,
     ])
 
 

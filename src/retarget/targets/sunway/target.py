@@ -27,7 +27,6 @@ from ...passes.explicit_padding import explicit_padding
 from ...passes.fold_batchnorm import fold_batchnorm
 from ...report.table import format_table
 from ..aot.build import BuildOptions
-from ..aot.device import LibraryDevice
 from ..aot.kernel import LibraryKernel
 from ..aot.lower import lower_region
 from ..aot.program import Program
@@ -42,15 +41,7 @@ from .schedule import schedule
 BASELINE = "baseline.json"
 
 
-class SunwayDevice(LibraryDevice):
-    name = "sunway"
-
-
-class SunwayKernel(LibraryKernel):
-    kind: ClassVar[str] = "sunway.library"
-    target_name: ClassVar[str] = "sunway"
-    device_class: ClassVar[type] = SunwayDevice
-
+class SunwayKernel(LibraryKernel, target="sunway"):
     @staticmethod
     def emit(program, config) -> dict[str, str]:
         check_ldm(program, config)
@@ -146,16 +137,10 @@ class SunwayKernel(LibraryKernel):
         return kernel
 
 
-class SunwayTarget(LibraryTarget):
+class SunwayTarget(LibraryTarget, kernel=SunwayKernel, config=SunwayConfig, presets=PRESETS):
     name: ClassVar[str] = "sunway"
     description: ClassVar[str] = ("an SW26010 core group (1 MPE + 64 CPEs with 64 KB LDM "
                                   "each) through swTVM-style generated C, emulated on the host")
-    config_class: ClassVar[type] = SunwayConfig
-    presets: ClassVar[dict] = PRESETS
-    kernel_class: ClassVar[type] = SunwayKernel
-    device_class: ClassVar[type] = SunwayDevice
-    kernel_kinds: ClassVar[dict] = {SunwayKernel.kind: SunwayKernel}
-    check_rtol: ClassVar[float] = 1e-4
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
         return schedule(kernel, self.config)
@@ -174,4 +159,4 @@ class SunwayTarget(LibraryTarget):
         return explicit_padding(fold_batchnorm(graph))
 
 
-__all__ = ["SunwayDevice", "SunwayKernel", "SunwayTarget"]
+__all__ = ["SunwayKernel", "SunwayTarget"]

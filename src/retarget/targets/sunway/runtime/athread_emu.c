@@ -196,49 +196,29 @@ void rt_sync(void)
 }
 
 #ifndef RT_NO_GLOBAL_ACCESS
-float rt_gld_f(rt_gmem src, size_t index)
-{
-    float v;
-    memcpy(&v, global(src, index * sizeof v, sizeof v, "global load"), sizeof v);
-    counters[my_id].gld++;
-    return v;
-}
+/* The baseline's global loads and stores, for float (f) and double (d). */
+#define RT_GLOBAL_ACCESS(T, S)                                                              \
+    T rt_gld_##S(rt_gmem src, size_t index)                                                 \
+    {                                                                                       \
+        T v;                                                                                \
+        memcpy(&v, global(src, index * sizeof v, sizeof v, "global load"), sizeof v);      \
+        counters[my_id].gld++;                                                              \
+        return v;                                                                           \
+    }                                                                                       \
+    T rt_gld_or_##S(rt_gmem src, int in_range, size_t index, T fill)                        \
+    {                                                                                       \
+        if (in_range)                                                                       \
+            return rt_gld_##S(src, index);                                                  \
+        counters[my_id].gld++;                                                              \
+        return fill;                                                                        \
+    }                                                                                       \
+    void rt_gst_##S(rt_gmem dst, size_t index, T value)                                     \
+    {                                                                                       \
+        memcpy(global(dst, index * sizeof value, sizeof value, "global store"), &value,    \
+               sizeof value);                                                               \
+        counters[my_id].gst++;                                                              \
+    }
 
-float rt_gld_or_f(rt_gmem src, int in_range, size_t index, float fill)
-{
-    if (in_range)
-        return rt_gld_f(src, index);
-    counters[my_id].gld++;
-    return fill;
-}
-
-double rt_gld_or_d(rt_gmem src, int in_range, size_t index, double fill)
-{
-    if (in_range)
-        return rt_gld_d(src, index);
-    counters[my_id].gld++;
-    return fill;
-}
-
-void rt_gst_f(rt_gmem dst, size_t index, float value)
-{
-    memcpy(global(dst, index * sizeof value, sizeof value, "global store"), &value,
-           sizeof value);
-    counters[my_id].gst++;
-}
-
-double rt_gld_d(rt_gmem src, size_t index)
-{
-    double v;
-    memcpy(&v, global(src, index * sizeof v, sizeof v, "global load"), sizeof v);
-    counters[my_id].gld++;
-    return v;
-}
-
-void rt_gst_d(rt_gmem dst, size_t index, double value)
-{
-    memcpy(global(dst, index * sizeof value, sizeof value, "global store"), &value,
-           sizeof value);
-    counters[my_id].gst++;
-}
+RT_GLOBAL_ACCESS(float, f)
+RT_GLOBAL_ACCESS(double, d)
 #endif
