@@ -179,3 +179,22 @@ def test_emitted_project_builds_and_runs_with_its_makefile(tmp_path):
     (out_name, want), = expected.items()
     got = np.fromfile(project / "y.bin", np.float32).reshape(want.shape)
     np.testing.assert_array_equal(got, want)
+
+
+def test_four_core_groups_split_the_layers_over_256_cpes():
+    graph = import_model(zoo.build("vgg19", **NETS["vgg19"]))
+    one = retarget.compile(graph, "sunway")
+    four = retarget.compile(graph, "sunway:sw26010_4cg")
+    try:
+        x = image(graph)
+        out, device = run_on_own_device(four, x)
+        assert_close(out, run_graph(graph, x))
+        check_counters(four, device)
+        (k1,), (k4,) = one.kernels.values(), four.kernels.values()
+        assert k4.config.cpes == 256
+        conv = [i for i, c in enumerate(k1.costs()) if c.kind == "conv"]
+        # more CPEs (and four memory controllers) never make a layer slower on the model
+        assert all(k4.costs()[i].seconds <= k1.costs()[i].seconds for i in conv)
+    finally:
+        one.close()
+        four.close()
