@@ -54,36 +54,56 @@ def _attr(node: Node, key: str, a: Any, arrays: dict[str, np.ndarray]) -> Any:
                         f"cannot be exported")
 
 
-def regions_to_json(module) -> tuple[dict, dict[str, np.ndarray]]:
-    """The export document and the arrays it refers to (weights and array attributes)."""
+def region_to_json(region, arrays: dict[str, np.ndarray]) -> dict:
+    """One region's entry of the export document; its weights and array attributes are added
+    to `arrays`."""
+    region_inputs = {id(v) for v in region.inputs}
+    nodes = []
+    for n in region.nodes:
+        ins = []
+        for v in n.inputs:
+            if v is None:
+                ins.append(None)
+                continue
+            e = _tensor(v)
+            if v.is_const:
+                e["kind"], e["weight"] = "weight", v.name
+                arrays[v.name] = np.asarray(v.const)
+            else:
+                e["kind"] = "input" if id(v) in region_inputs else "internal"
+            ins.append(e)
+        # Attributes with defaults filled in: an outside compiler should not need to know
+        # retarget's (ONNX's) defaults.
+        attrs = {k: _attr(n, k, a, arrays) for k, a in resolve_attrs(n).items()}
+        nodes.append({"op": n.op, "name": n.name, "attrs": attrs, "inputs": ins,
+                      "outputs": [_tensor(v) for v in n.outputs]})
+    return {"name": region.name, "macs": region.macs,
+            "inputs": [_tensor(v) for v in region.inputs],
+            "outputs": [_tensor(v) for v in region.outputs], "nodes": nodes}
+
+
+def document(target: str, regions) -> tuple[dict, dict[str, np.ndarray]]:
+    """The export document of `regions` for `target`, and the arrays it refers to."""
     arrays: dict[str, np.ndarray] = {}
-    regions = []
-    for r in module.offloaded:
-        region_inputs = {id(v) for v in r.inputs}
-        nodes = []
-        for n in r.nodes:
-            ins = []
-            for v in n.inputs:
-                if v is None:
-                    ins.append(None)
-                    continue
-                e = _tensor(v)
-                if v.is_const:
-                    e["kind"], e["weight"] = "weight", v.name
-                    arrays[v.name] = np.asarray(v.const)
-                else:
-                    e["kind"] = "input" if id(v) in region_inputs else "internal"
-                ins.append(e)
-            # Attributes with defaults filled in: an outside compiler should not need to know
-            # retarget's (ONNX's) defaults.
-            attrs = {k: _attr(n, k, a, arrays) for k, a in resolve_attrs(n).items()}
-            nodes.append({"op": n.op, "name": n.name, "attrs": attrs, "inputs": ins,
-                          "outputs": [_tensor(v) for v in n.outputs]})
-        regions.append({"name": r.name, "macs": r.macs, "inputs": [_tensor(v) for v in r.inputs],
-                        "outputs": [_tensor(v) for v in r.outputs], "nodes": nodes})
-    doc = {"format": FORMAT, "version": VERSION, "target": module.target.name,
-           "regions": regions}
+    doc = {"format": FORMAT, "version": VERSION, "target": target,
+           "regions": [region_to_json(r, arrays) for r in regions]}
     return doc, arrays
+
+
+def regions_to_json(module) -> tuple[dict, dict[str, np.ndarray]]:
+    """The export document of a module's offloaded regions and the arrays it refers to."""
+    return document(module.target.name, module.offloaded)
+
+
+def write_document(doc: dict, arrays: dict[str, np.ndarray], path: Path) -> Path:
+    """`doc` as `path` (.json) with its arrays beside it (.npz, named in doc["weights"])."""
+    npz = path.with_suffix(".npz")
+    doc = {**doc, "weights": npz.name}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(npz, "wb") as fh:
+        np.savez(fh, allow_pickle=False, **arrays)
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    return path
 
 
 def export_regions(module, path: str | Path) -> Path:
@@ -92,13 +112,8 @@ def export_regions(module, path: str | Path) -> Path:
     if path.suffix != ".json":
         raise RetargetError(f"export path {path} must end in .json (the arrays go to a .npz beside it)")
     doc, arrays = regions_to_json(module)
-    npz = path.with_suffix(".npz")
-    doc["weights"] = npz.name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(npz, "wb") as fh:
-        np.savez(fh, allow_pickle=False, **arrays)
-    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-    return path
+    return write_document(doc, arrays, path)
 
 
-__all__ = ["export_regions", "regions_to_json", "FORMAT", "VERSION"]
+__all__ = ["FORMAT", "VERSION", "document", "export_regions", "region_to_json",
+           "regions_to_json", "write_document"]
