@@ -209,7 +209,6 @@ def call_kind(call: Call) -> str:
 
 def layer_cost(call: Call, mode: str, config: SunwayConfig) -> LayerCost:
     k = call.kernel
-    clock = config.clock_ghz * 1e9
     ldm = 0
     for t in k.locals:
         ldm = -(-ldm // 64) * 64 + t.nbytes
@@ -221,23 +220,25 @@ def layer_cost(call: Call, mode: str, config: SunwayConfig) -> LayerCost:
         return LayerCost(call.function, call_kind(call), "mpe", w.flops, 0, 0,
                          w.gld + w.gst, 0, compute + memory, compute, memory, 0.0)
     per = cpe_counts(k, config.cpes)
-    bandwidth = config.dma_gbps * 1e9 / config.cpes_per_cg
-    best = None
-    for w in per:
-        compute = w.flops / (clock * config.flops_per_cycle * config.compute_efficiency)
-        dma = (w.dma_bytes + w.dma_calls * config.dma_overhead_bytes) / bandwidth
-        glob = (w.gld + w.gst) * config.gld_cycles / clock
-        if best is None or compute + dma + glob > sum(best):
-            best = (compute, dma, glob)
+    best = max((cpe_seconds(w, config) for w in per), key=sum)
     total = sum(per, Work())
     return LayerCost(call.function, call_kind(call), "cpe", total.flops, total.dma_bytes,
                      total.dma_calls, total.gld + total.gst, ldm,
                      sum(best) + config.spawn_us * 1e-6, *best)
 
 
+def cpe_seconds(w: Work, config: SunwayConfig) -> tuple[float, float, float]:
+    """(compute, DMA, global access) seconds of one CPE's work."""
+    clock = config.clock_ghz * 1e9
+    compute = w.flops / (clock * config.flops_per_cycle * config.compute_efficiency)
+    dma = (w.dma_bytes + w.dma_calls * config.dma_overhead_bytes) / (
+        config.dma_gbps * 1e9 / config.cpes_per_cg)
+    return compute, dma, (w.gld + w.gst) * config.gld_cycles / clock
+
+
 def program_costs(p: Program, config: SunwayConfig) -> list[LayerCost]:
     return [layer_cost(c, p.mode, config) for c in p.calls]
 
 
-__all__ = ["LayerCost", "MPE_GFLOPS", "Work", "call_kind", "copy_runs", "cpe_counts",
+__all__ = ["LayerCost", "MPE_GFLOPS", "Work", "call_kind", "copy_runs", "cpe_counts", "cpe_seconds",
            "layer_cost", "mpe_work", "program_costs"]

@@ -10,9 +10,11 @@
   over the CPEs, every main-memory element read and written by a global load / store.
 
 The CPE loop of a nest is marked `parallel` in the IR: the CPE code runs its share of that
-loop's iterations (RT_LO .. RT_HI) and every loop outside it in full. It is the outermost loop
+loop's iterations (RT_LO .. RT_HI) and every loop outside it in full. Candidates are the loops
 whose iterations write disjoint main-memory elements (the verifier's rule for parallel loops)
-with no main-memory write outside it; a nest without one runs on CPE 0 alone.
+with no main-memory write outside them; swTVM's code takes the outermost, ours the one the
+cost model finds fastest (a loop of 4 iterations keeps 60 CPEs idle). A nest without one is
+run by every CPE, CPE 0 alone writing main memory.
 """
 from __future__ import annotations
 
@@ -43,8 +45,11 @@ def _with_parallel(nest: Loop, var: str) -> Loop:
     return mark(nest)
 
 
-def cpe_loop(kernel: Kernel, nest: Loop) -> str | None:
-    """The variable of `nest`'s CPE loop (see the module docstring), or None."""
+def cpe_loops(kernel: Kernel, nest: Loop) -> list[str]:
+    """The variables of the loops of `nest` that can be its CPE loop (see the module
+    docstring), outermost first: along the nest's spine, each loop whose iterations write
+    disjoint main-memory elements, as long as nothing outside it writes main memory."""
+    found = []
     s = nest
     while isinstance(s, Loop):
         if s.extent > 1:
@@ -52,24 +57,33 @@ def cpe_loop(kernel: Kernel, nest: Loop) -> str | None:
                            (_with_parallel(nest, s.var),), kernel.locals)
             try:
                 verify_kernel(trial)
-                return s.var
+                found.append(s.var)
             except GraphError:
                 pass
         inner = [b for b in s.body if isinstance(b, Loop)]
         if len(inner) != 1 or any(_writes_main_memory(b) for b in s.body if b is not inner[0]):
-            return None
+            break
         s = inner[0]
-    return None
+    return found
 
 
-def mark_cpe_loops(kernel: Kernel) -> Kernel:
-    """`kernel` with every loop serial except each top-level nest's CPE loop."""
+def mark_cpe_loops(kernel: Kernel, config: SunwayConfig | None = None) -> Kernel:
+    """`kernel` with every loop serial except each top-level nest's CPE loop: of the legal
+    ones, the one the cost model finds fastest with `config`'s CPEs (the outermost on a tie,
+    or when there is no config)."""
+    from .cost import cpe_counts, cpe_seconds    # cost reads schedules: import when used
+
+    def modelled(nest: Loop) -> float:
+        one = Kernel(kernel.name, kernel.inputs, kernel.outputs, (nest,), kernel.locals)
+        return max(sum(cpe_seconds(w, config)) for w in cpe_counts(one, config.cpes))
+
     body = []
     for s in _serial(kernel.body):
         if isinstance(s, Loop):
-            var = cpe_loop(kernel, s)
-            if var is not None:
-                s = _with_parallel(s, var)
+            options = [_with_parallel(s, v) for v in cpe_loops(kernel, s)]
+            if options:
+                s = options[0] if config is None or len(options) == 1 else \
+                    min(options, key=modelled)
         body.append(s)
     return Kernel(kernel.name, kernel.inputs, kernel.outputs, tuple(body), kernel.locals)
 
@@ -86,12 +100,12 @@ def runs_on(kernel: Kernel, mode: str) -> str:
 
 def schedule(kernel: Kernel, config: SunwayConfig) -> Tiled:
     if config.mode == "baseline":
-        return Tiled(mark_cpe_loops(kernel))
+        return Tiled(mark_cpe_loops(kernel))        # the outer independent loop, as OpenACC
     try:
         buffered, _ = buffer_kernel(kernel, config.ldm_bytes)
     except (Unbufferable, CapacityError):
         return Tiled(_plain(kernel))       # runs_on says "mpe"
-    return Tiled(mark_cpe_loops(buffered))
+    return Tiled(mark_cpe_loops(buffered, config))
 
 
 def _plain(kernel: Kernel) -> Kernel:
@@ -99,4 +113,4 @@ def _plain(kernel: Kernel) -> Kernel:
                   kernel.locals)
 
 
-__all__ = ["cpe_loop", "mark_cpe_loops", "runs_on", "schedule"]
+__all__ = ["cpe_loops", "mark_cpe_loops", "runs_on", "schedule"]
