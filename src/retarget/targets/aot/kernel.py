@@ -79,7 +79,8 @@ class LibraryKernel(Kernel):
         raise NotImplementedError
 
     @staticmethod
-    def build_options(config) -> BuildOptions:
+    def build_options(program: Program, config) -> BuildOptions:
+        """How the project of `program` is built into its library."""
         raise NotImplementedError
 
     def __init__(self, program: Program, weights: np.ndarray, config,
@@ -91,7 +92,7 @@ class LibraryKernel(Kernel):
         self.program = program
         self.weights = weights
         self.config = config
-        self.options = self.build_options(config)
+        self.options = self.build_options(program, config)
         self.directory = directory
         self.build = build
         # where a lazy build goes ("" a temporary directory)

@@ -38,7 +38,7 @@ class CLibraryKernel(LibraryKernel, target="c"):
         return sources(program)
 
     @staticmethod
-    def build_options(config) -> BuildOptions:
+    def build_options(program, config) -> BuildOptions:
         return BuildOptions(config.cc, config.cflags, bool(config.openmp))
 
 

@@ -47,20 +47,16 @@ class SunwayKernel(LibraryKernel, target="sunway"):
         check_ldm(program, config)
         return sources(program, config)
 
-    def build_options_for(self) -> BuildOptions:
+    @staticmethod
+    def build_options(program, config) -> BuildOptions:
         # an undeclared function is an error: swTVM-mode slaves are built without the global
         # load / store functions (RT_NO_GLOBAL_ACCESS), so a call to one cannot slip through
-        return BuildOptions(self.config.cc, self.config.cflags + " -DRT_EMULATE "
+        return BuildOptions(config.cc, config.cflags + " -DRT_EMULATE "
                             "-Werror=implicit-function-declaration", False,
-                            units(self.program), ("-lm", "-pthread"))
-
-    @staticmethod
-    def build_options(config) -> BuildOptions:      # replaced per program in __init__
-        return BuildOptions(config.cc, config.cflags, False)
+                            units(program), ("-lm", "-pthread"))
 
     def __init__(self, program, weights, config, directory=None, temporary=False, build=None):
         super().__init__(program, weights, config, directory, temporary, build)
-        self.options = self.build_options_for()
         self.baseline: Program | None = None   # the same region, scheduled the OpenACC way
 
     # ---- what reports and tests read -----------------------------------------------------
@@ -146,11 +142,15 @@ class SunwayTarget(LibraryTarget, kernel=SunwayKernel, config=SunwayConfig, pres
         return schedule(kernel, self.config)
 
     def lower(self, region: Region) -> SunwayKernel:
+        """The region's program, and the same region scheduled the OpenACC way (the cost
+        model's baseline; not built)."""
         kernel = super().lower(region)
-        base = self.config if self.config.mode == "baseline" else replace(self.config,
-                                                                        mode="baseline")
-        kernel.baseline = kernel.program if base is self.config else lower_region(
-            region, self.op_lowering(), lambda k, c: schedule(k, base), "baseline")[0]
+        if self.config.mode == "baseline":
+            kernel.baseline = kernel.program
+        else:
+            base = replace(self.config, mode="baseline")
+            kernel.baseline = lower_region(region, self.op_lowering(),
+                                           lambda k, c: schedule(k, base), "baseline")[0]
         return kernel
 
     def prepare(self, graph: Graph) -> Graph:
