@@ -59,7 +59,9 @@ class Relayout:
 
 
 @dataclass(frozen=True, slots=True)
-class Tiled:
+class Scheduled:
+    """A kernel as a schedule left it, and the constants it reads in another layout (what the
+    code generator must pack into the weights blob)."""
     kernel: Kernel
     relayouts: tuple[Relayout, ...] = ()
 
@@ -173,7 +175,7 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 
 def register_tile(kernel: Kernel, constants: frozenset[str], channels: int = 16,
-                  columns: int = 8) -> Tiled:
+                  columns: int = 8) -> Scheduled:
     """`kernel` with each (init, accumulation) pair of top-level nests that has the form of
     the module docstring register-tiled; other statements unchanged. `constants` names the
     kernel inputs that are compile-time constants (only those may be relaid out)."""
@@ -201,7 +203,7 @@ def register_tile(kernel: Kernel, constants: frozenset[str], channels: int = 16,
         taken |= {r.name for r in rel}
         i += 2
     if not relayouts and len(locals_) == len(kernel.locals):
-        return Tiled(kernel)
+        return Scheduled(kernel)
     read = {acc.tensor.name for s, _ in walk(body) for acc, _ in accesses(s)}
     inputs = tuple(t for t in kernel.inputs if t.name in read)
     packed = {}
@@ -211,7 +213,7 @@ def register_tile(kernel: Kernel, constants: frozenset[str], channels: int = 16,
                 packed[acc.tensor.name] = acc.tensor
     tiled = Kernel(kernel.name, inputs + tuple(packed.values()), kernel.outputs, tuple(body),
                    tuple(locals_))
-    return Tiled(tiled, tuple(relayouts))
+    return Scheduled(tiled, tuple(relayouts))
 
 
-__all__ = ["Relayout", "Tiled", "largest_divisor", "register_tile", "tile_pair"]
+__all__ = ["Relayout", "Scheduled", "largest_divisor", "register_tile", "tile_pair"]

@@ -31,7 +31,7 @@ from ...ir.graph import Node, Value
 from ...ir.types import TensorType
 from ...loopnest.c_printer import C_TYPES, c_identifier
 from ...loopnest.ir import Kernel as LoopKernel
-from ...loopnest.register_tile import Relayout, Tiled
+from ...loopnest.register_tile import Relayout, Scheduled
 from ...passes.memory_plan import Step, plan_memory
 from ..base import Region
 from .program import ALIGNMENT, Call, Constant, OutputCopy, Place, Program, TensorSpec
@@ -89,7 +89,7 @@ def _check_params(node: Node, k: LoopKernel, by_name: dict[str, Value],
 
 # How a target schedules each lowered kernel: (kernel, names of its constant inputs) -> the
 # scheduled kernel and the constants it reads in another layout.
-Schedule = Callable[[LoopKernel, frozenset[str]], Tiled]
+Schedule = Callable[[LoopKernel, frozenset[str]], Scheduled]
 
 
 def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode: str

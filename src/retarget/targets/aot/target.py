@@ -10,7 +10,7 @@ from typing import ClassVar
 from ...errors import RetargetError
 from ...ir.graph import Graph, Node
 from ...loopnest.ir import Kernel as LoopKernel
-from ...loopnest.register_tile import Tiled
+from ...loopnest.register_tile import Scheduled
 from ..base import Region, Support, Target
 from .device import LibraryDevice
 from .kernel import LibraryKernel, new_build_dir
@@ -38,7 +38,7 @@ class LibraryTarget(Target):
         """How nodes become loop nests (loopnest/ops.py); a subclass may supply another."""
         return default_op_lowering()
 
-    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
+    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         """`kernel` as it will be printed; `constants` names its compile-time constant inputs."""
         raise NotImplementedError(f"target {self.name!r} does not implement schedule()")
 

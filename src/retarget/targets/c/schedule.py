@@ -6,13 +6,13 @@ from ...loopnest.buffering import CapacityError, Unbufferable, buffer_kernel
 from ...loopnest.c_printer import print_kernel
 from ...loopnest.inner_order import order_reductions
 from ...loopnest.ir import Kernel as LoopKernel, Loop
-from ...loopnest.register_tile import Tiled, register_tile
+from ...loopnest.register_tile import Scheduled, register_tile
 from ...loopnest.schedule import ScheduleError, parallel
 from ...loopnest.verify import verify_kernel
 from .config import CConfig
 
 
-def schedule_kernel(kernel: LoopKernel, constants: frozenset[str], config: CConfig) -> Tiled:
+def schedule_kernel(kernel: LoopKernel, constants: frozenset[str], config: CConfig) -> Scheduled:
     """Each kernel's schedule before it is printed (docs/aot-c.md):
 
     - "naive": the nest exactly as `lower_node` made it (its outer independent loop
@@ -27,15 +27,15 @@ def schedule_kernel(kernel: LoopKernel, constants: frozenset[str], config: CConf
 
     `constants` names the kernel inputs that are compile-time constants."""
     if config.mode == "naive":
-        return Tiled(kernel)
+        return Scheduled(kernel)
     if config.mode == "buffered":
         try:
             buffered, _ = buffer_kernel(kernel, config.local_bytes)
         except (Unbufferable, CapacityError):
-            return Tiled(kernel)
-        return Tiled(_parallel_outer_loops(buffered))
+            return Scheduled(kernel)
+        return Scheduled(_parallel_outer_loops(buffered))
     tiled = register_tile(kernel, constants, config.tile_channels, config.tile_columns)
-    return Tiled(order_reductions(tiled.kernel), tiled.relayouts)
+    return Scheduled(order_reductions(tiled.kernel), tiled.relayouts)
 
 
 def _parallel_outer_loops(kernel: LoopKernel) -> LoopKernel:

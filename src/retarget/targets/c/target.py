@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from ...ir.graph import Graph
 from ...loopnest.ir import Kernel as LoopKernel
-from ...loopnest.register_tile import Tiled
+from ...loopnest.register_tile import Scheduled
 from ...passes.explicit_padding import explicit_padding
 from ...passes.fold_batchnorm import fold_batchnorm
 from ..aot.build import BuildOptions
@@ -47,7 +47,7 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
     description: ClassVar[str] = ("the host CPU through ahead-of-time generated C (a static "
                                   "library per region, built with the system compiler)")
 
-    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
+    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule_kernel(kernel, constants, self.config)
 
     def prepare(self, graph: Graph) -> Graph:

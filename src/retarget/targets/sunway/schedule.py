@@ -21,7 +21,7 @@ from __future__ import annotations
 from ...errors import GraphError
 from ...loopnest.buffering import CapacityError, Unbufferable, buffer_kernel
 from ...loopnest.ir import Copy, Kernel, Loop, Stmt, Store, accesses, walk
-from ...loopnest.register_tile import Tiled
+from ...loopnest.register_tile import Scheduled
 from ...loopnest.verify import verify_kernel
 from .config import SunwayConfig
 
@@ -98,14 +98,14 @@ def runs_on(kernel: Kernel, mode: str) -> str:
     return "mpe" if direct else "cpe"
 
 
-def schedule(kernel: Kernel, config: SunwayConfig) -> Tiled:
+def schedule(kernel: Kernel, config: SunwayConfig) -> Scheduled:
     if config.mode == "baseline":
-        return Tiled(mark_cpe_loops(kernel))        # the outer independent loop, as OpenACC
+        return Scheduled(mark_cpe_loops(kernel))        # the outer independent loop, as OpenACC
     try:
         buffered, _ = buffer_kernel(kernel, config.ldm_bytes)
     except (Unbufferable, CapacityError):
-        return Tiled(_plain(kernel))       # runs_on says "mpe"
-    return Tiled(mark_cpe_loops(buffered, config))
+        return Scheduled(_plain(kernel))       # runs_on says "mpe"
+    return Scheduled(mark_cpe_loops(buffered, config))
 
 
 def _plain(kernel: Kernel) -> Kernel:

@@ -22,7 +22,7 @@ from typing import ClassVar
 from ...errors import DeviceError, ModelLoadError, RetargetError, TargetError
 from ...ir.graph import Graph
 from ...loopnest.ir import Kernel as LoopKernel
-from ...loopnest.register_tile import Tiled
+from ...loopnest.register_tile import Scheduled
 from ...passes.explicit_padding import explicit_padding
 from ...passes.fold_batchnorm import fold_batchnorm
 from ...report.table import format_table
@@ -138,7 +138,7 @@ class SunwayTarget(LibraryTarget, kernel=SunwayKernel, config=SunwayConfig, pres
     description: ClassVar[str] = ("an SW26010 core group (1 MPE + 64 CPEs with 64 KB LDM "
                                   "each) through swTVM-style generated C, emulated on the host")
 
-    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Tiled:
+    def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule(kernel, self.config)
 
     def lower(self, region: Region) -> SunwayKernel:
