@@ -94,3 +94,11 @@ def test_bad_report_requests_fail_clearly(compiled, resnet_file, tmp_path, capsy
     argv = [a.format(model=resnet_file, dir=compiled, tmp=tmp_path) for a in argv]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target, says", [("c", "within rtol 0.0001 of the reference: 8/8"),
+                                          ("sunway", "baseline ms")])
+def test_demo_on_the_float_targets(target, says, capsys):
+    assert main(["demo", "--target", target, "--limit", "8", "--batch", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "demo: OK" in out and says in out and "top-1 float" in out

@@ -198,3 +198,18 @@ def test_four_core_groups_split_the_layers_over_256_cpes():
     finally:
         one.close()
         four.close()
+
+
+def test_batch_of_two_with_buffers_that_hold_whole_tensors():
+    # Buffers large enough for whole tensors put the LDM fill, the compute and the put in
+    # separate nests: splitting a nest that only fills a CPE's own LDM would leave the others'
+    # buffers partly filled (a bug this caught: every output of the batch was wrong).
+    graph = import_model(zoo.build("resnet18", size=32, width=0.25, num_classes=10, batch=2))
+    module = retarget.compile(graph, "sunway")
+    try:
+        x = image(graph)
+        out, device = run_on_own_device(module, x)
+        assert_close(out, run_graph(graph, x))
+        check_counters(module, device)
+    finally:
+        module.close()

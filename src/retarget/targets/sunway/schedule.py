@@ -45,14 +45,27 @@ def _with_parallel(nest: Loop, var: str) -> Loop:
     return mark(nest)
 
 
+def _locals(stmts, rw: str) -> set[str]:
+    return {acc.tensor.name for st, _ in walk(tuple(stmts)) if not isinstance(st, Loop)
+            for acc, kind in accesses(st) if acc.tensor.scope == "local" and kind == rw}
+
+
 def cpe_loops(kernel: Kernel, nest: Loop) -> list[str]:
-    """The variables of the loops of `nest` that can be its CPE loop (see the module
-    docstring), outermost first: along the nest's spine, each loop whose iterations write
-    disjoint main-memory elements, as long as nothing outside it writes main memory."""
+    """The variables of the loops of `nest` that can be its CPE loop, outermost first. Along
+    the nest's spine, a loop qualifies when
+    - its iterations write disjoint main-memory elements (the verifier's parallel rule) and it
+      writes main memory at all: splitting a loop that only fills LDM would leave each CPE's
+      own LDM partly filled;
+    - no LDM buffer it writes is read or written outside it: each CPE has its own LDM, so what
+      one CPE's share leaves in a buffer is not what another statement would expect there;
+    - nothing outside it, on the way down the spine, writes main memory."""
     found = []
     s = nest
     while isinstance(s, Loop):
-        if s.extent > 1:
+        inside = _locals(s.body, "w")
+        elsewhere = {acc.tensor.name for st, _ in walk(kernel.body) if not isinstance(st, Loop)
+                     and not _within(st, s) for acc, _ in accesses(st)}
+        if s.extent > 1 and _writes_main_memory(s) and not inside & elsewhere:
             trial = Kernel(kernel.name, kernel.inputs, kernel.outputs,
                            (_with_parallel(nest, s.var),), kernel.locals)
             try:
@@ -65,6 +78,10 @@ def cpe_loops(kernel: Kernel, nest: Loop) -> list[str]:
             break
         s = inner[0]
     return found
+
+
+def _within(stmt, loop: Loop) -> bool:
+    return any(st is stmt for st, _ in walk(loop.body))
 
 
 def mark_cpe_loops(kernel: Kernel, config: SunwayConfig | None = None) -> Kernel:
