@@ -224,7 +224,8 @@ class BufferPlan:
 
 
 def plan_buffers(axes: Sequence[Axis], ops: Sequence[Operand], capacity_bytes: int,
-                 initial_extent: int = 64) -> BufferPlan:
+                 initial_extent: int = 64, limits: Mapping[str, int] | None = None
+                 ) -> BufferPlan:
     """Algorithm 1. Initial part: sizevars (smallest buffers first), then compvars (fewest
     tensors first) each get min(range, initial_extent), halved while over capacity; a var
     whose range is wholly buffered leaves the unbuffered set (UPDATE UP) and the rest are
@@ -236,8 +237,12 @@ def plan_buffers(axes: Sequence[Axis], ops: Sequence[Operand], capacity_bytes: i
 
     Every extent is checked against the capacity, including ranges below initial_extent (the
     paper's listing takes those unchecked), so a var only ever grows from a state that fits,
-    and the listing's step back to the previous var is never needed."""
+    and the listing's step back to the previous var is never needed.
+
+    `limits` caps some variables' buffer extents (e.g. to leave a loop outside the buffers
+    with enough iterations to share among cores)."""
     ranges = {a.var: a.extent for a in axes}
+    limits = dict(limits or {})
     buf = {v: 1 for v in ranges}
     need = buffer_bytes(ops, buf)
     if need > capacity_bytes:
@@ -256,6 +261,8 @@ def plan_buffers(axes: Sequence[Axis], ops: Sequence[Operand], capacity_bytes: i
                 + sorted(cls.compvars, key=lambda v: sum(v in op.vars for op in ops)))
 
     def attempt(phase: str, v: str, b: int) -> bool:
+        if b > limits.get(v, b):
+            return False
         old, buf[v] = buf[v], b
         used = buffer_bytes(ops, buf)
         trace.append(PlanStep(phase, v, b, used, used <= capacity_bytes))
@@ -267,7 +274,7 @@ def plan_buffers(axes: Sequence[Axis], ops: Sequence[Operand], capacity_bytes: i
     while todo := [v for v in candidates() if v not in initialised]:
         for v in todo:
             initialised.add(v)
-            b = _at_most(ranges[v], initial_extent)
+            b = _at_most(ranges[v], min(initial_extent, limits.get(v, initial_extent)))
             while not attempt("initial", v, b):
                 b = _at_most(ranges[v], b // 2)      # b = 1 always fits: it did before
             if b == ranges[v]:
@@ -416,7 +423,8 @@ def _dense(op: Operand, inner: frozenset[str]) -> bool:
 
 
 def buffer_nest(band: Band, capacity_bytes: int, *, fill: Mapping[str, float] | None = None,
-                tensor_names: set[str] | None = None, initial_extent: int = 64
+                tensor_names: set[str] | None = None, initial_extent: int = 64,
+                limits: Mapping[str, int] | None = None
                 ) -> tuple[tuple[Stmt, ...], tuple[Tensor, ...], NestReport]:
     """Algorithms 1, 2 and 3 on one perfect band: the new statements, their local buffers,
     and a report. `fill` maps a written tensor to the constant an init nest (dropped by the
@@ -429,7 +437,7 @@ def buffer_nest(band: Band, capacity_bytes: int, *, fill: Mapping[str, float] | 
     tensor_names = tensor_names if tensor_names is not None else set()
     taken = set(band.vars) | tensor_names       # loop variables and tensors in this nest
     ops = operands(band)
-    plan = plan_buffers(band.axes, ops, capacity_bytes, initial_extent)
+    plan = plan_buffers(band.axes, ops, capacity_bytes, initial_extent, limits)
     outer, inner, at = [], [], {}
     for a in band.axes:
         b = plan.extent(a.var)
@@ -532,8 +540,8 @@ def _init_fold(init: Band, main: Band) -> dict[str, float] | None:
     return values
 
 
-def buffer_kernel(kernel: Kernel, capacity_bytes: int, *, initial_extent: int = 64
-                  ) -> tuple[Kernel, BufferReport]:
+def buffer_kernel(kernel: Kernel, capacity_bytes: int, *, initial_extent: int = 64,
+                  limits: Mapping[str, int] | None = None) -> tuple[Kernel, BufferReport]:
     """Buffer every nest of `kernel` in local memory of `capacity_bytes`.
 
     The kernel is first distributed into perfect nests (`schedule.distribute`), so GEMM's
@@ -575,7 +583,7 @@ def buffer_kernel(kernel: Kernel, capacity_bytes: int, *, initial_extent: int = 
     for n, ((band, fold), least) in enumerate(zip(work, minimum)):
         share = least + spare // (len(work) - n)
         stmts, locs, rep = buffer_nest(band, share, fill=fold, tensor_names=names,
-                                       initial_extent=initial_extent)
+                                       initial_extent=initial_extent, limits=limits)
         spare -= rep.plan.total_bytes - least
         body += stmts
         locals_ += locs

@@ -120,11 +120,17 @@ def test_swtvm_gemm_example_buffers():
     # k = 64: A's buffer 1 x 64, B's 64 x 128, C's 1 x 128, 32.75 KB in all
     a, c = Value("a", TensorType((1, 1024), "float32")), Value("c", TensorType((1, 1024), "float32"))
     b = constant("b", np.ones((1024, 1024), np.float32))
-    k = schedule(lower_node(Node("MatMul", "gemm", [a, b], [c])), SunwayConfig()).kernel
+    gemm = lower_node(Node("MatMul", "gemm", [a, b], [c]))
+    k = schedule(gemm, SunwayConfig(share_first=False)).kernel
     assert sorted(t.shape for t in k.locals) == [(1, 64), (1, 128), (64, 128)]
     assert k.local_bytes == 32.75 * 1024
     cpe_loops = [s.var for s, _ in walk(k.body) if isinstance(s, Loop) and s.kind == "parallel"]
-    assert cpe_loops == ["j_o"]          # the output's column blocks go to the CPEs
+    assert cpe_loops == ["j_o"]          # the output's 8 column blocks go to the CPEs
+    # ours caps the column buffer so that every one of the 64 CPEs gets a block
+    k = schedule(gemm, SunwayConfig()).kernel
+    assert sorted(t.shape for t in k.locals) == [(1, 16), (1, 512), (512, 16)]
+    parallel = [s for s, _ in walk(k.body) if isinstance(s, Loop) and s.kind == "parallel"]
+    assert [(s.var, s.extent) for s in parallel] == [("j_o", 64)]
 
 
 def test_cpe_code_never_touches_main_memory_directly():

@@ -27,6 +27,8 @@ class SunwayConfig:
     gld_cycles: the latency of one global load / store from a CPE (assumed, no figure we
         trust was found; the benchmark shows how the baseline moves with it).
     spawn_us: athread_spawn + athread_join per layer (assumed).
+    share_first: cap the buffers so each nest's outer independent loop keeps an iteration
+        per CPE (ours); False sizes them by Algorithm 1 alone, as swTVM's Fig. 2 does.
     cc, cflags, build_dir, memory_bytes: the emulation build on the host and its device
         memory, as for the c target."""
     mode: str = "swtvm"
@@ -40,6 +42,7 @@ class SunwayConfig:
     dma_overhead_bytes: int = 640
     gld_cycles: int = 200
     spawn_us: float = 10.0
+    share_first: bool = True
     cc: str = "gcc"
     cflags: str = "-O2 -std=c99"
     build_dir: str = ""

@@ -119,10 +119,21 @@ def schedule(kernel: Kernel, config: SunwayConfig) -> Scheduled:
     if config.mode == "baseline":
         return Scheduled(mark_cpe_loops(kernel))        # the outer independent loop, as OpenACC
     try:
-        buffered, _ = buffer_kernel(kernel, config.ldm_bytes)
+        limits = _share_limits(kernel, config) if config.share_first else None
+        buffered, _ = buffer_kernel(kernel, config.ldm_bytes, limits=limits)
     except (Unbufferable, CapacityError):
         return Scheduled(_plain(kernel))       # runs_on says "mpe"
     return Scheduled(mark_cpe_loops(buffered, config))
+
+
+def _share_limits(kernel: Kernel, config: SunwayConfig) -> dict[str, int]:
+    """Buffer-extent caps that leave each nest's outer independent loop (the one the lowering
+    marks parallel) outside the buffers with at least one iteration per CPE where it can:
+    what swTVM's athread_parallel splits over the CPEs before the buffers are sized. Without
+    them a layer whose tensors fit the LDM would be buffered whole, with no loop left to
+    share."""
+    return {s.var: max(1, s.extent // config.cpes) for s, _ in walk(kernel.body)
+            if isinstance(s, Loop) and s.kind == "parallel"}
 
 
 def _plain(kernel: Kernel) -> Kernel:
