@@ -160,6 +160,15 @@ def test_buffer_sizes_of_the_paper_gemm():
     assert all(not s.fits for s in plan.trace[3:])
 
 
+def test_limits_cap_a_variable_and_the_rest_grow_into_the_room():
+    band = main_band(gemm(1, 1024, 1024))
+    ops = operands(band)
+    plan = plan_buffers(band.axes, ops, 64 * KB, limits={"y": 16})
+    assert plan.extent("y") == 16 and plan.total_bytes <= 64 * KB
+    assert plan.extent("k") > 64            # k takes the room y leaves
+    assert all(s.extent <= 16 for s in plan.trace if s.var == "y")
+
+
 def test_loop_order_of_the_paper_gemm():
     # after the split y -> y_o * 128 + y_i, k -> k_o * 64 + k_i the outer loops are x (1),
     # y_o (8), k_o (16). A candidate placed just outside the buffered loops costs, per tensor,
