@@ -130,7 +130,8 @@ def run_demo(args: argparse.Namespace) -> int:
     print()
     print(f"top-1 float (reference)      {acc_float:6.2f} %")
     number = "int8" if target.number_format is not None else "float"
-    label = f"top-1 {number} ({'VTA' if args.target == 'vta' else args.target})"
+    device = " simulator" if target.bit_exact else ""     # the float targets run natively
+    label = f"top-1 {number} ({'VTA' if args.target == 'vta' else args.target}{device})"
     print(f"{label:<28} {acc_int8:6.2f} %   (difference "
           f"{acc_float - acc_int8:+.2f} points, tolerance {ACCURACY_TOLERANCE})")
     print(f"bit-exact vs the integer reference: {exact}/{len(x)} images" if target.bit_exact

@@ -16,7 +16,7 @@ vectorises with a shuffle; a dense layer's W[o, k] along o does not, and keeps i
 from __future__ import annotations
 
 from .ir import Kernel, Loop, Store, loads
-from .schedule import Axis, Band, ScheduleError, nest, perfect_band
+from .schedule import Band, ScheduleError, nest, perfect_band
 
 MAX_LOAD_STRIDE = 2
 

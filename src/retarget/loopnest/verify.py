@@ -13,7 +13,7 @@ GraphError naming the kernel, the statement and the loop context:
 from __future__ import annotations
 
 from ..errors import GraphError
-from .ir import Access, Copy, Kernel, Load, Loop, Store, loads, walk
+from .ir import Access, Copy, Kernel, Loop, Store, loads, walk
 
 
 def _check_access(k: Kernel, s, acc: Access, extents: dict[str, int], known: dict,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ...errors import GraphError
 from ...loopnest.buffering import CapacityError, Unbufferable, buffer_kernel
-from ...loopnest.ir import Copy, Kernel, Loop, Stmt, Store, accesses, walk
+from ...loopnest.ir import Kernel, Loop, Stmt, Store, accesses, walk
 from ...loopnest.register_tile import Scheduled
 from ...loopnest.verify import verify_kernel
 from .config import SunwayConfig
