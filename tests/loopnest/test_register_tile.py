@@ -52,7 +52,7 @@ def test_tiled_kernel_is_bit_identical_to_the_lowered_one(case, channels, column
 
 def test_relayout_blocks_the_channel_dimension_innermost():
     w = np.arange(8 * 3 * 2 * 2, dtype=np.float32).reshape(8, 3, 2, 2)
-    r = Relayout("w.packed", "w", 0, 4)
+    r = Relayout("w.block4", "w", 0, 4)
     p = r.apply(w)
     assert p.shape == r.shape(w.shape) == (2, 3, 2, 2, 4)
     assert p[1, 2, 1, 0, 3] == w[1 * 4 + 3, 2, 1, 0]
@@ -103,3 +103,26 @@ def test_a_dense_layer_read_across_its_weight_rows_keeps_its_order():
     node, _ = make_node("Gemm", [f32(1, 64), f32(16, 64)], {"transB": 1}, consts=(1,))
     kernel = lower_node(node)
     assert order_reductions(kernel).body == kernel.body
+
+
+def test_two_kernels_sharing_a_weight_share_its_packed_copy():
+    import retarget
+    from retarget.ir.graph import Graph, Node, Value, constant
+    from retarget.ir.types import TensorType
+    from retarget.passes.infer_shapes import infer_shapes
+    from retarget.targets.cpu.reference import run_graph
+    x = Value("x", TensorType((1, 4, 6, 6), "float32"))
+    w = constant("w", np.random.default_rng(0).standard_normal((16, 4, 3, 3)).astype(np.float32))
+    a, b, y = Value("a"), Value("b"), Value("y")
+    g = infer_shapes(Graph([Node("Conv", "c1", [x, w], [a], {"pads": [1, 1, 1, 1]}),
+                            Node("Conv", "c2", [x, w], [b], {"pads": [1, 1, 1, 1]}),
+                            Node("Add", "add", [a, b], [y])], [x], [y]))
+    m = retarget.compile(g, "c", config={"cflags": "-O1 -std=c99", "openmp": False})
+    try:
+        (k,) = m.kernels.values()
+        assert [c.spec.name for c in k.program.constants].count("w.block16") == 1
+        feed = {"x": np.random.default_rng(1).standard_normal((1, 4, 6, 6)).astype(np.float32)}
+        np.testing.assert_allclose(m.run(feed)["y"], run_graph(g, feed)["y"], rtol=1e-5,
+                                   atol=1e-5)
+    finally:
+        m.close()

@@ -152,8 +152,9 @@ def tile_pair(init: Band, main: Band, constants: frozenset[str], channels: int, 
         d, index = blocked
         r = relayouts.get(a.tensor.name)
         if r is None:
+            # named by its blocking, so kernels that share a weight share its packed copy
             r = relayouts[a.tensor.name] = Relayout(
-                _fresh(f"{a.tensor.name}.packed", taken), a.tensor.name, d, c)
+                _fresh(f"{a.tensor.name}.block{c}", taken), a.tensor.name, d, c)
         elif r.dim != d:
             return a      # read along another dimension elsewhere: keep the original
         return Access(Tensor(r.name, r.shape(a.tensor.shape), a.tensor.dtype), index)

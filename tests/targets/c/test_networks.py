@@ -58,7 +58,7 @@ def test_cli_compile_to_c_then_run_check_the_artifact(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "c_0: " in text and "kernels (optimized), arena " in text
     # the packed weights and the register-tiled nests survive the artifact round trip
-    assert ".packed" in (out / "kernels" / "c_0" / "model.c").read_text()
+    assert ".block16" in (out / "kernels" / "c_0" / "model.c").read_text()
     assert cli.main(["run", str(out), "--random", "--check"]) == 0
     text = capsys.readouterr().out
     assert "ok within rtol 0.0001" in text and "MISMATCH" not in text
