@@ -32,8 +32,9 @@ What each IR construct becomes, and why:
 - Local buffers are automatic arrays aligned to 64 bytes. The decision: a local used inside a
   parallel loop is declared at the top of that (outermost parallel) loop's body, so each
   thread has its own copy; its contents do not outlive the loop. A local used outside every
-  parallel loop is declared at the top of the function. A local used both inside and outside
-  a parallel loop cannot be given either home and is refused. Automatic rather than `static`
+  parallel loop is declared at the top of the function. A local used in two of these places
+  (two parallel loops, or one and the code outside) cannot carry data from one to the other
+  and is refused. Automatic rather than `static`
   keeps the function reentrant (two threads may run the same model with different arenas);
   the buffering pass sizes locals to a cache level, far below a thread's stack, and
   `MAX_LOCAL_BYTES` is the bound the `c` target enforces.
@@ -254,26 +255,27 @@ class _KernelPrinter:
     # ---- where locals live ------------------------------------------------------------------
     def _place_locals(self) -> dict[str, bool]:
         """local name -> True when it is declared at function scope, False when in the body
-        of each outermost parallel loop that uses it (see the module docstring)."""
+        of the outermost parallel loop that uses it (see the module docstring)."""
         local_names = {t.name for t in self.k.locals}
-        inside: dict[str, set[bool]] = {n: set() for n in local_names}
+        homes: dict[str, set] = {n: set() for n in local_names}   # None: function scope
 
-        def visit(stmts, in_parallel: bool) -> None:
+        def visit(stmts, home) -> None:
             for s in stmts:
                 if isinstance(s, Loop):
-                    visit(s.body, in_parallel or s.kind == "parallel")
+                    visit(s.body, id(s) if home is None and s.kind == "parallel" else home)
                     continue
                 for acc, _ in accesses(s):
                     if acc.tensor.name in local_names:
-                        inside[acc.tensor.name].add(in_parallel)
+                        homes[acc.tensor.name].add(home)
 
-        visit(self.k.body, False)
-        for name, where in inside.items():
-            if where == {True, False}:
-                raise GraphError(f"kernel {self.k.name!r}: local {name!r} is used both inside "
-                                 "a parallel loop and outside it; locals are per-thread inside "
-                                 "parallel loops, so no data can flow between the two")
-        return {name: where != {True} for name, where in inside.items()}
+        visit(self.k.body, None)
+        for name, where in homes.items():
+            if len(where) > 1:
+                raise GraphError(f"kernel {self.k.name!r}: local {name!r} is used in more than "
+                                 "one place among the parallel loops and the code outside "
+                                 "them; locals are per-thread inside a parallel loop, so no "
+                                 "data can flow from one of those places to another")
+        return {name: not where or None in where for name, where in homes.items()}
 
     # ---- output -----------------------------------------------------------------------------
     def emit(self, line: str) -> None:

@@ -122,12 +122,14 @@ def test_locals_are_per_thread_inside_parallel_loops_and_function_scope_otherwis
     assert print_kernel(window_copy(6, 10)).count("memcpy(") == 2
 
 
-def test_a_local_used_inside_and_outside_a_parallel_loop_is_refused():
+@pytest.mark.parametrize("second", ["serial", "parallel"])
+def test_a_local_shared_between_a_parallel_loop_and_anything_else_is_refused(second):
+    # per-thread copies: what the first loop leaves in L is not what the second one reads
     X, Y, L = Tensor("X", (4,)), Tensor("Y", (4,)), Tensor("L", (4,), scope="local")
     k = Kernel("leak", (X,), (Y,), (
         Loop("i", 4, (Store(L["i"], Load(X["i"])),), "parallel"),
-        Loop("i", 4, (Store(Y["i"], Load(L["i"])),))), (L,))
-    with pytest.raises(GraphError, match="both inside a parallel loop and outside"):
+        Loop("j", 4, (Store(Y["j"], Load(L["j"])),), second)), (L,))
+    with pytest.raises(GraphError, match="used in more than one place among the parallel"):
         print_kernel(k)
 
 
