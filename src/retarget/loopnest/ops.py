@@ -1,5 +1,5 @@
-"""Graph ops lowered to loop nests (issue 14): what the ahead-of-time C target (and later the
-Sunway target) generates each layer's code from.
+"""Graph ops lowered to loop nests (issue 14): what the ahead-of-time C targets (`c`,
+`sunway`) generate each layer's code from.
 
     kernel = lower_node(node)      # a loopnest Kernel, or None for a view op
     SUPPORTED_OPS                  # the ops lower_node handles

@@ -1,6 +1,6 @@
 """A static memory plan: every intermediate value of a straight-line program at a fixed offset
 in one arena, values whose lifetimes do not overlap sharing bytes (issue 14). Target-neutral:
-the `c` target plans a region's intermediates with it, and the Sunway target will too.
+the `c` and `sunway` targets plan a region's intermediates with it (targets/aot/lower.py).
 
 The program is a topologically ordered list of `Step`s, each naming the values it reads and
 writes; a view step (Reshape, Flatten...) names the value whose bytes its output *is*. Only
