@@ -321,6 +321,25 @@ def test_softmax(op, shape, attrs):
     check(op, [x], attrs)
 
 
+@pytest.mark.parametrize("shape,axis,params", [
+    ((2, 5, 8), -1, [(8,), (8,)]), ((2, 3, 4), 1, [(3, 4), None]), ((6,), 0, [(6,), (1,)]),
+    ((2, 3, 4, 4), 2, [(1, 4), (4, 4)])])
+def test_layer_normalization(shape, axis, params):
+    x = 3 + 2 * f32(*shape)          # an offset mean: the two-pass variance must remove it
+    inputs = [x] + [None if p is None else f32(*p) for p in params]
+    while inputs[-1] is None:
+        inputs.pop()
+    kernel = check("LayerNormalization", inputs, dict(axis=axis, epsilon=1e-5),
+                   consts=tuple(range(1, len(inputs))))
+    assert len(kernel.locals) == 2           # the row's mean and 1 / std
+
+
+def test_layer_normalization_statistics_outputs_are_not_lowered():
+    node, _ = make_node("LayerNormalization", [f32(2, 4), f32(4)], dict(axis=-1), outputs=3)
+    with pytest.raises(UnsupportedOpError, match="Mean and InvStdDev"):
+        lower_node(node)
+
+
 @pytest.mark.parametrize("op,axes,keepdims", [
     ("ReduceMean", (2, 3), 1), ("ReduceSum", (1,), 0), ("ReduceMax", None, 1),
     ("ReduceMin", (-1,), 0), ("ReduceL2", (0, 2), 1), ("ReduceL1", (1, 3), 0),

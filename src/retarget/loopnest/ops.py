@@ -1046,6 +1046,38 @@ def _lower_softmax(node: Node) -> Kernel:
     return kb.kernel([y], nest(rows, body, len(rows)))
 
 
+def _lower_layernorm(node: Node) -> Kernel:
+    """LayerNormalization (Y only): per row, the mean and then the mean square deviation in
+    local scalars (two passes, as ops/norm.py computes them), then
+    Y = (X - mean) * (1 / sqrt(var + epsilon)) * Scale + B, Scale and B broadcast."""
+    if len(node.outputs) > 1:
+        raise UnsupportedOpError(f"{node_context(node)}: LayerNormalization's Mean and "
+                                 "InvStdDev outputs are not lowered (only Y)")
+    kb = _KernelBuilder(node)
+    kb.require([node.inputs[0], node.inputs[1], node.input(2), node.outputs[0]])
+    attrs = resolve_attrs(node)
+    x, y = kb.input(node.inputs[0]), kb.output(node.outputs[0])
+    rank = len(x.shape)
+    axis = _normalize_axis(node, int(attrs["axis"]), rank)
+    rows = [(f"i{d}", x.shape[d]) for d in range(axis)]
+    red_axes, red = reduction_axes((f"i{d}", x.shape[d]) for d in range(axis, rank))
+    idx = tuple(aff(f"i{d}") if d < axis else red[f"i{d}"] for d in range(rank))
+    n = math.prod(x.shape[axis:])
+    mean, var = kb.local("row_mean", y.dtype), kb.local("row_var", y.dtype)
+    d = _bin("-", Load(x[idx]), Load(mean[0]))
+    body: list[Stmt] = [Store(mean[0], _c(0))]
+    body += nest(red_axes, [Store(mean[0], Load(x[idx]), "+")])
+    body += [Store(mean[0], _bin("/", Load(mean[0]), _c(n))), Store(var[0], _c(0))]
+    body += nest(red_axes, [Store(var[0], _bin("*", d, d), "+")])
+    body.append(Store(var[0], _un("rsqrt", _bin("+", _bin("/", Load(var[0]), _c(n)),
+                                                 _c(float(attrs["epsilon"]))))))
+    value = _bin("*", _bin("*", d, Load(var[0])), _operand(kb, node.inputs[1], idx))
+    if node.input(2) is not None:
+        value = _bin("+", value, _operand(kb, node.inputs[2], idx))
+    body += nest(red_axes, [Store(y[idx], value)])
+    return kb.kernel([y], nest(rows, body, len(rows)))
+
+
 REDUCE_OPS = {   # op -> (init value, reduce, element transform, final transform)
     "ReduceSum": (0.0, "+", None, None),
     "ReduceMean": (0.0, "+", None, "mean"),
@@ -1122,6 +1154,7 @@ LOWERINGS: dict[str, Callable[[Node], Kernel | None]] = {
     "LRN": _lower_lrn,
     "Softmax": _lower_softmax,
     "LogSoftmax": _lower_softmax,
+    "LayerNormalization": _lower_layernorm,
     "Concat": _lower_concat,
     "Split": _lower_split,
     "Transpose": _lower_transpose,

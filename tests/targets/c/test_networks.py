@@ -79,3 +79,21 @@ def test_buffered_mode_buffers_every_conv_within_its_local_memory():
             assert 0 < k.local_bytes <= 16 * 1024
     finally:
         module.close()
+
+
+@pytest.mark.parametrize("name,kw", [("vit", dict(size=16)), ("convnext", dict(size=32))])
+def test_transformer_builders_run_as_c_within_1e4(name, kw):
+    graph = import_model(zoo.build(name, **kw))
+    module = retarget.compile(graph, "c", config=CONFIG)
+    try:
+        on_cpu = {p.op for p in module.report.nodes if p.placement != "c"}
+        assert on_cpu <= {"Gather"}, on_cpu        # the class token's index stays on the CPU
+        assert "LayerNormalization" in {p.op for p in module.report.nodes}
+        v = graph.inputs[0]
+        x = {v.name: np.random.default_rng(3).standard_normal(v.type.shape).astype(np.float32)}
+        out, ref = module.run(x), run_graph(graph, x)
+        for k in ref:
+            scale = float(np.max(np.abs(ref[k]))) or 1.0
+            np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-4 * scale, err_msg=k)
+    finally:
+        module.close()
