@@ -334,6 +334,19 @@ def test_layer_normalization(shape, axis, params):
     assert len(kernel.locals) == 2           # the row's mean and 1 / std
 
 
+@pytest.mark.parametrize("shape,axis,indices", [
+    ((2, 5, 3), 1, np.array(0)), ((2, 5, 3), 1, i64(1, 3)), ((4, 6), 0, i64(3, 2, 1, 0)),
+    ((4, 6), -1, np.array(-1)), ((3, 7), 1, i64(2))])
+def test_gather_by_an_arithmetic_progression(shape, axis, indices):
+    check("Gather", [f32(*shape), indices], dict(axis=axis), consts=(1,))
+
+
+def test_gather_by_other_indices_is_not_lowered():
+    node, _ = make_node("Gather", [f32(4, 6), i64(0, 2, 3)], dict(axis=1), consts=(1,))
+    with pytest.raises(UnsupportedOpError, match="not an arithmetic progression"):
+        lower_node(node)
+
+
 def test_layer_normalization_statistics_outputs_are_not_lowered():
     node, _ = make_node("LayerNormalization", [f32(2, 4), f32(4)], dict(axis=-1), outputs=3)
     with pytest.raises(UnsupportedOpError, match="Mean and InvStdDev"):

@@ -525,6 +525,37 @@ def _lower_slice(node: Node) -> Kernel:
     return kb.kernel([y], nest(axes, [Store(y[out], Load(x[src]))], len(axes)))
 
 
+def _lower_gather(node: Node) -> Kernel:
+    """Gather by constant indices that form an arithmetic progression (a single index, as a
+    ViT's class token, or a strided run): y[.., j, ..] = x[.., first + step * j, ..]. Other
+    index sets are not affine and stay on the CPU."""
+    kb = _KernelBuilder(node)
+    kb.require([node.inputs[0], node.outputs[0]])
+    x, y = kb.input(node.inputs[0]), kb.output(node.outputs[0])
+    ind = node.inputs[1]
+    if ind.const is None:
+        raise _unsupported(node, "Gather's indices are computed at run time; the loop nest "
+                                 "needs them constant")
+    rank = len(x.shape)
+    axis = _normalize_axis(node, int(resolve_attrs(node)["axis"]), rank)
+    idx = np.asarray(ind.const).astype(np.int64)
+    if ((idx < -x.shape[axis]) | (idx >= x.shape[axis])).any():
+        raise ShapeError(f"{node_context(node)}: an index of {idx.tolist()} is out of range "
+                         f"for axis {axis} of size {x.shape[axis]}")
+    flat = np.where(idx < 0, idx + x.shape[axis], idx).reshape(-1)
+    step = int(flat[1] - flat[0]) if flat.size > 1 else 0
+    if idx.ndim > 1 or (flat.size > 1 and (np.diff(flat) != step).any()):
+        raise _unsupported(node, f"Gather indices {idx.tolist()} are not an arithmetic "
+                                 "progression (not affine in the output index)")
+    axes = [(f"i{d}", n) for d, n in enumerate(y.shape)]
+    out = [aff(v) for v, _ in axes]
+    if idx.ndim == 0:            # the gathered axis disappears
+        src = out[:axis] + [aff(int(flat[0]))] + out[axis:]
+    else:
+        src = out[:axis] + [out[axis] * step + int(flat[0])] + out[axis + 1:]
+    return kb.kernel([y], nest(axes, [Store(y[tuple(out)], Load(x[tuple(src)]))], len(axes)))
+
+
 def _lower_pad(node: Node) -> Kernel:
     """Constant padding: y[i] = x[i - begin], the pad value where that leaves x (negative
     pads crop, which is the same index arithmetic)."""
@@ -1159,6 +1190,7 @@ LOWERINGS: dict[str, Callable[[Node], Kernel | None]] = {
     "Split": _lower_split,
     "Transpose": _lower_transpose,
     "Slice": _lower_slice,
+    "Gather": _lower_gather,
     "Pad": _lower_pad,
     "Expand": _lower_expand,
     "Resize": _lower_resize,
