@@ -116,7 +116,8 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
         elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
                  and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
             from .passes.quantize import quantize  # needs the op table: import when used
-            graph = quantize(graph, calibration, per_channel=fmt.per_channel)
+            graph = quantize(graph, calibration, per_channel=fmt.per_channel,
+                             scales=fmt.scales)
     rewritten = target.prepare(graph)
     if rewritten is not graph:
         rewritten = infer_shapes(rewritten)
@@ -134,7 +135,7 @@ def _convert_prequantized(graph: Graph, target: Target) -> Graph:
         warnings.warn(f"{target.name}: requantising the imported QDQ model half-up (the "
                       f"hardware adds then shifts); ONNX rounds half to even, so outputs can "
                       f"differ from the file's by one LSB on exact ties", stacklevel=3)
-    return convert_quantized(graph, rounding=rounding)
+    return convert_quantized(graph, rounding=rounding, scales=target.number_format.scales)
 
 
 __all__ = ["compile", "prepare"]

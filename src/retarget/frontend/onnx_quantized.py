@@ -79,7 +79,7 @@ def _scale(node: Node, scale: Value, zp: Value | None, allowed=("int8",)) -> _Sc
     return _Scale(_frac_of(node, scale.const), int(node.attrs.get("axis", 1)))
 
 
-def convert_quantized(graph: Graph, *, rounding: str = "half_even") -> Graph:
+def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str = "pow2") -> Graph:
     """Rewrite QDQ / QLinearConv nodes with power-of-two scales into retarget's integer ops.
 
     Run it on the imported graph before constant folding (folding would turn the weights'
@@ -88,6 +88,8 @@ def convert_quantized(graph: Graph, *, rounding: str = "half_even") -> Graph:
     that are not 0."""
     if rounding not in ROUNDINGS:
         raise UnsupportedOpError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
+    if scales != "pow2":
+        raise NotImplementedError(f"convert_quantized: scales={scales!r} is not implemented yet")
     g = graph.copy()
     _sink_dequantize(g)
     g = infer_shapes(g)

@@ -253,6 +253,152 @@ register(OpDef("QAdd", qadd, _qadd_infer,
                doc="fixed-point add with alignment shifts, then requantize"))
 
 
+# ---- the multiplier + shift format (NVDLA-style: any scale, requantised by m * x >> s) ------------
+# A scale that is not a power of two is applied as an integer multiplier then a rounding right
+# shift, as NVDLA's SDP output converter does (docs/nvdla-facts.md: a 16-bit signed multiplier
+# and a 6-bit shift). Multipliers are kept positive and below 2**15 so they fit that field.
+MULTIPLIER_BITS = 15
+MAX_MULTIPLIER = (1 << MULTIPLIER_BITS) - 1
+
+
+def multiplier_shift(ratio, *, common: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(m, s) with m * 2**-s closest to each real `ratio` > 0: m <= MAX_MULTIPLIER, 0 <= s <=
+    MAX_RIGHT_SHIFT, and s as large as the multiplier allows (most precision). `common`: one
+    shift for all ratios (the element-wise add scales both operands before one shift).
+    A ratio too large for s = 0 is an error: it would need a left shift, which means the
+    scales are inconsistent (an output scale far finer than its inputs')."""
+    r = np.asarray(ratio, np.float64)
+    if r.size and (not np.all(np.isfinite(r)) or r.min() <= 0):
+        raise ShapeError(f"requantisation ratio {r.min() if r.size else r} must be a finite "
+                         f"positive number")
+    if r.size and r.max() > MAX_MULTIPLIER + 0.5:
+        raise ShapeError(f"requantisation ratio {r.max():.6g} exceeds the largest multiplier "
+                         f"{MAX_MULTIPLIER} at shift 0")
+    # Largest s with round(r * 2**s) <= MAX_MULTIPLIER: s = MULTIPLIER_BITS - 1 - floor(log2 r),
+    # one less where rounding would carry into bit 15.
+    _, e = np.frexp(r)                      # r = f * 2**e, 0.5 <= f < 1
+    s = np.clip(MULTIPLIER_BITS - e, 0, MAX_RIGHT_SHIFT)
+    if common and r.size:
+        s = np.full_like(s, s.min())
+    m = np.rint(np.ldexp(r, s))
+    over = m > MAX_MULTIPLIER
+    s = np.where(over, s - 1, s)
+    m = np.where(over, np.rint(np.ldexp(r, s)), m)
+    return m.astype(np.int64), s.astype(np.int64)
+
+
+def _check_multiplier(m, what: str = "multiplier") -> np.ndarray:
+    m = np.asarray(m)
+    if m.dtype.kind not in "iu":
+        raise ShapeError(f"{what} must be an integer, got {m.dtype} {m}")
+    m = m.astype(np.int64)
+    if m.size and (m.min() < -MAX_MULTIPLIER - 1 or m.max() > MAX_MULTIPLIER):
+        raise ShapeError(f"{what} {m.min()}..{m.max()} outside the 16-bit signed range")
+    return m
+
+
+def _check_right_shift(s, what: str = "shift") -> np.ndarray:
+    s = _check_shift(s)
+    if s.size and s.min() < 0:
+        raise ShapeError(f"{what} must be a right shift (>= 0), got {s.min()}")
+    return s
+
+
+def requantize_mul(x, multipliers=None, shifts=None, *, multiplier, shift, axis, lo, hi,
+                   rounding, dtype):
+    """int accumulator -> int8: saturate(round_shift(x * m, s), lo, hi), exact in int64.
+
+    Per tensor: the `multiplier` and `shift` attributes. Per channel: the `multipliers` and
+    `shifts` inputs (one int each per channel along `axis`), attributes left None."""
+    m, s = _mul_shift_params(x.ndim, x.shape, multipliers, shifts, multiplier, shift, axis)
+    return saturate(round_shift(x.astype(np.int64) * m, s, rounding), lo, hi, dtype)
+
+
+def _mul_shift_params(ndim, shape, multipliers, shifts, multiplier, shift, axis):
+    if multipliers is None and shifts is None:
+        if multiplier is None or shift is None:
+            raise ShapeError("RequantizeMul needs `multiplier` and `shift` attributes or "
+                             "per-channel multipliers and shifts inputs")
+        return _check_multiplier(multiplier), _check_right_shift(shift)
+    if multipliers is None or shifts is None or multiplier is not None or shift is not None:
+        raise ShapeError("RequantizeMul takes both per-channel inputs (multipliers, shifts) "
+                         "and then no multiplier / shift attributes")
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"axis {axis} out of range for a rank-{ndim} input")
+    out = []
+    for name, p in (("multipliers", multipliers), ("shifts", shifts)):
+        p = np.asarray(p)
+        if p.ndim != 1 or p.shape[0] != shape[axis]:
+            raise ShapeError(f"per-channel {name} of shape {list(p.shape)} must be "
+                             f"[{shape[axis]}] (input {list(shape)}, axis {axis})")
+        out.append(p)
+    return (_per_channel(_check_multiplier(out[0], "multipliers"), ndim, axis),
+            _per_channel(_check_right_shift(out[1], "shifts"), ndim, axis))
+
+
+def _requantize_mul_infer(attrs, types, consts):
+    x = types[0]
+    _need_int("RequantizeMul", x)
+    if len(types) == 2:
+        raise ShapeError("RequantizeMul takes per-channel multipliers and shifts together "
+                         "(3 inputs), got 2")
+    if len(types) == 3:
+        for t, what in ((types[1], "multipliers input"), (types[2], "shifts input")):
+            _need_int("RequantizeMul", t, what)
+        if attrs["multiplier"] is not None or attrs["shift"] is not None:
+            raise ShapeError("RequantizeMul takes per-channel inputs or the multiplier / shift "
+                             "attributes, not both")
+        ax = attrs["axis"]
+        if not -x.rank <= ax < x.rank or any(t.shape != (x.shape[ax],) for t in types[1:]):
+            raise ShapeError(f"per-channel multipliers {types[1]} / shifts {types[2]} do not "
+                             f"match input {x} on axis {ax}")
+    else:
+        if attrs["multiplier"] is None or attrs["shift"] is None:
+            raise ShapeError("RequantizeMul needs `multiplier` and `shift` attributes or "
+                             "per-channel multipliers and shifts inputs")
+        _check_multiplier(attrs["multiplier"])
+        _check_right_shift(attrs["shift"])
+    _check_rounding(attrs["rounding"])
+    _check_range("RequantizeMul", attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(x.shape, attrs["dtype"])]
+
+
+register(OpDef("RequantizeMul", requantize_mul, _requantize_mul_infer,
+               attrs=dict(multiplier=None, shift=None, axis=1, lo=INT8_MIN, hi=INT8_MAX,
+                          rounding="half_up", dtype="int8"),
+               num_inputs=(1, 3),
+               doc="saturate(round_shift(x * multiplier, shift), lo, hi); per-channel optional"))
+
+
+def qadd_mul(a, b, *, mul_a, mul_b, shift, lo, hi, rounding, dtype):
+    """saturate(round_shift(a * mul_a + b * mul_b, shift), lo, hi): the element-wise add of
+    two int8 tensors at any scales (mul_x / 2**shift = s_x / s_out). Broadcasts like Add."""
+    broadcast_shapes(a.shape, b.shape)
+    acc = a.astype(np.int64) * _check_multiplier(mul_a, "mul_a") + \
+        b.astype(np.int64) * _check_multiplier(mul_b, "mul_b")
+    _check_int32_range("QAddMul", acc)
+    return saturate(round_shift(acc, _check_right_shift(shift), rounding), lo, hi, dtype)
+
+
+def _qadd_mul_infer(attrs, types, consts):
+    a, b = types
+    _need_int("QAddMul", a)
+    _need_int("QAddMul", b)
+    _check_multiplier(attrs["mul_a"], "mul_a")
+    _check_multiplier(attrs["mul_b"], "mul_b")
+    _check_right_shift(attrs["shift"])
+    _check_rounding(attrs["rounding"])
+    _check_range("QAddMul", attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(broadcast_shapes(a.shape, b.shape), attrs["dtype"])]
+
+
+register(OpDef("QAddMul", qadd_mul, _qadd_mul_infer,
+               attrs=dict(mul_a=REQUIRED, mul_b=REQUIRED, shift=REQUIRED, lo=INT8_MIN,
+                          hi=INT8_MAX, rounding="half_up", dtype="int8"),
+               num_inputs=(2, 2),
+               doc="element-wise add at any scales: (a*mul_a + b*mul_b) >> shift, saturated"))
+
+
 # ---- ONNX QuantizeLinear / DequantizeLinear / QLinearConv (any scale) ----------------------------
 def _axis_shaped(p: np.ndarray, ndim: int, axis: int, op: str, shape) -> np.ndarray:
     """A scale / zero point: a scalar, or a 1-D per-axis vector reshaped to broadcast."""

@@ -55,7 +55,7 @@ class QuantizedGraph:
 
 
 def quantize(graph: Graph, calibration_inputs: Samples = None, *, per_channel: bool = False,
-             num_random: int = 4, seed: int = 0) -> Graph:
+             scales: str = "pow2", num_random: int = 4, seed: int = 0) -> Graph:
     """Post-training int8 quantisation with power-of-two scales (see module docstring).
 
     calibration_inputs: None (random data, with a warning), a dict name -> array, a list of
@@ -63,13 +63,15 @@ def quantize(graph: Graph, calibration_inputs: Samples = None, *, per_channel: b
     per_channel: one weight scale per output channel (Requantize then takes a shift vector);
     a target that can only shift by an immediate wants per_channel=False."""
     return quantize_with_info(graph, calibration_inputs, per_channel=per_channel,
-                              num_random=num_random, seed=seed).graph
+                              scales=scales, num_random=num_random, seed=seed).graph
 
 
 def quantize_with_info(graph: Graph, calibration_inputs: Samples = None, *,
-                       per_channel: bool = False, num_random: int = 4,
+                       per_channel: bool = False, scales: str = "pow2", num_random: int = 4,
                        seed: int = 0) -> QuantizedGraph:
     """quantize(), also returning the fractional bits chosen per value."""
+    if scales != "pow2":
+        raise NotImplementedError(f"quantize: scales={scales!r} is not implemented yet")
     if any(v.type is None for v in graph.values() if not v.is_const):
         graph = infer_shapes(graph)
     g = fold_batchnorm(graph)

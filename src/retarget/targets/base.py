@@ -60,7 +60,9 @@ class NumberFormat:
     """The integer format a target computes in, as compile() must quantise for it.
 
     name: "int8-pow2" is int8 tensors with power-of-two scales, int32 accumulators and
-        requantisation by shifts (ops/quantized.py; docs/quantization.md);
+        requantisation by shifts (ops/quantized.py; docs/quantization.md); "int8-mul-shift"
+        is int8 at any scale, requantised by an integer multiplier and a right shift
+        (RequantizeMul, QAddMul: NVDLA's output converter);
     per_channel: whether weight scales may differ per output channel (False when the hardware
         shifts a whole tensor by one immediate);
     rounding: how a pre-quantised (QDQ) model's requantisation is rounded on this hardware
@@ -69,8 +71,15 @@ class NumberFormat:
     per_channel: bool = False
     rounding: str = "half_up"
 
+    @property
+    def scales(self) -> str:
+        """How scales are applied: "pow2" (shifts only) or "multiplier" (multiply, shift)."""
+        return "multiplier" if self.name == "int8-mul-shift" else "pow2"
+
 
 INT8_POW2 = NumberFormat()
+INT8_MUL_SHIFT = NumberFormat("int8-mul-shift", per_channel=True)
+NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name)
 
 
 @dataclass(slots=True, eq=False)
@@ -307,5 +316,5 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["INT8_POW2", "Kernel", "NumberFormat", "Region", "Rule", "Support", "Target",
+__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
            "WeightStore"]
