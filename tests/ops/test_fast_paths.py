@@ -60,6 +60,24 @@ def test_conv_fast_matches_definition(case):
     np.testing.assert_allclose(fast[0], naive[0], rtol=1e-4, atol=1e-5)
 
 
+@SETTINGS
+@given(conv_case(), st.sampled_from(["int8", "uint8"]), st.booleans())
+def test_integer_conv_fast_is_exact(case, dtype, extreme):
+    """int8 / uint8 Conv on BLAS (float64) equals the int64 definition bit for bit, also at
+    the extremes of the range (every product +-2**14) with an int32 bias."""
+    x, w, b, attrs = case
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(x.size)
+    xi = (np.full(x.shape, info.min if dtype == "int8" else info.max) if extreme
+          else rng.integers(info.min, info.max + 1, x.shape)).astype(dtype)
+    wi = (np.full(w.shape, info.min) if extreme
+          else rng.integers(info.min, info.max + 1, w.shape)).astype(dtype)
+    bi = None if b is None else rng.integers(-2**24, 2**24, b.shape).astype(np.int32)
+    fast, naive = _run_both("Conv", [xi, wi, bi], attrs)
+    assert fast[0].dtype == naive[0].dtype == np.int32
+    np.testing.assert_array_equal(fast[0], naive[0])
+
+
 @st.composite
 def winograd_conv_case(draw):
     # Shapes on which conv_fast takes Winograd F(2x2, 3x3): 3x3, stride 1, >= 16 channels,

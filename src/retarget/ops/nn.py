@@ -231,12 +231,31 @@ def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, s
     """
     attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group,
                  kernel_shape=kernel_shape, pads=pads, strides=strides)
+    if _is_byte(x.dtype) and _is_byte(w.dtype) and (b is None or is_int_dtype(b.dtype)):
+        # int8 x int8 on BLAS, exactly: each product is at most 2**14 in magnitude, so a sum of
+        # fewer than 2**39 of them (any conv whose C/group * kernel taps fits in memory) is an
+        # integer below 2**53, which float64 holds exactly whatever the summation order.
+        y = _conv_gemm(x.astype(np.float64), w.astype(np.float64), None, group, attrs)
+        y = np.rint(y).astype(np.int64)
+        if b is not None:
+            y += b.astype(np.int64).reshape((w.shape[0],) + (1,) * (y.ndim - 2))
+        return exact_int32(y, "Conv")
     if x.dtype != np.float32 or w.dtype != np.float32 or (b is not None and b.dtype != np.float32):
         return conv(x, w, b, **attrs)
+    return _conv_gemm(x, w, b, group, attrs, allow_winograd=True)
+
+
+def _is_byte(dtype) -> bool:
+    return np.dtype(dtype) in (np.dtype(np.int8), np.dtype(np.uint8))
+
+
+def _conv_gemm(x, w, b, group, attrs, allow_winograd: bool = False):
+    """conv_fast's float body, in x's dtype (float32, or float64 for exact integer sums)."""
     win = conv_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
     n, c = x.shape[:2]
     m = w.shape[0]
-    if _winograd_pays(win, group, c, m):
+    dt = x.dtype
+    if allow_winograd and _winograd_pays(win, group, c, m):
         # Pad the end up to whole 2x2 output tiles when an output size is odd.
         end = tuple(pe + o % 2 for pe, o in zip(win.pads_end, win.out))
         xp = pad_spatial(x, win.pads_begin, end, 0)
@@ -250,7 +269,7 @@ def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, s
     xp = xp.reshape(n, group, cg, *xp.shape[2:])
     if cg == 1 and mg == 1:  # depthwise: a weighted sum of shifted inputs, no GEMM
         wd = w.reshape(group, k)
-        y = np.zeros((n, group) + win.out, dtype=np.float32)
+        y = np.zeros((n, group) + win.out, dtype=dt)
         for i, tap in enumerate(np.ndindex(*win.kernel)):
             shape = (1, group) + (1,) * len(win.out)
             y += xp[lead + win.tap_slices(tap)][:, :, 0] * wd[:, i].reshape(shape)
@@ -259,7 +278,7 @@ def conv_fast(x, w, b=None, *, auto_pad, dilations, group, kernel_shape, pads, s
         if k == 1:  # 1x1: the (strided) input itself is the column matrix
             cols = np.ascontiguousarray(xp[lead + win.tap_slices((0,) * len(win.out))])
         else:
-            cols = np.empty((n, group, cg) + win.kernel + win.out, dtype=np.float32)
+            cols = np.empty((n, group, cg) + win.kernel + win.out, dtype=dt)
             for tap in np.ndindex(*win.kernel):
                 cols[lead + tap] = xp[lead + win.tap_slices(tap)]
         cols = cols.reshape(n, group, cg * k, p)
