@@ -1,48 +1,73 @@
 """Import already-quantised ONNX models (QDQ form, QLinearConv) into retarget's integer ops.
 
 ONNX writes quantisation as QuantizeLinear / DequantizeLinear pairs around float ops (QDQ) or
-as QLinearConv. When every scale is a power of two and every zero point is 0, these are exactly
+as QLinearConv. `convert_quantized(graph, scales=...)` rewrites those patterns into integer
+ops in one of two number formats; the pattern matching is shared, only the nodes built for a
+requantisation, a quantise / dequantise and an add differ by format.
+
+scales="pow2" (shifts only; every scale a power of two, every zero point 0): these are exactly
 retarget's fixed-point ops: QuantizeLinear(s = 2**-f) is QuantizeP2(f) with half-to-even
 rounding, DequantizeLinear is DequantizeP2, and
     QuantizeLinear(Conv(DQ(x), DQ(W), DQ(B)), s_y)   [optionally with a Relu before the Q]
-is the integer Conv(x, W, B) followed by Requantize(shift = f_x + f_w - f_y). `convert_quantized`
-rewrites those patterns (Conv, Gemm, MatMul, QLinearConv); other ops between a DQ and a Q stay
-float between DequantizeP2 / QuantizeP2, which is still exact.
+is the integer Conv(x, W, B) followed by Requantize(shift = f_x + f_w - f_y). The rewrite
+covers Conv, Gemm, MatMul and QLinearConv; other ops between a DQ and a Q (Add included) stay
+float between DequantizeP2 / QuantizeP2, which is still exact. Any other scale is an error
+naming the node ("scale 0.0123 is not a power of two").
 
-Rounding: ONNX rounds half to even, so by default the Requantize nodes use rounding="half_even"
-and the converted graph equals the ONNX model bit for bit. Hardware requantisation rounds half
-up (add then shift); `rounding="half_up"` produces that form instead, which differs from the
-file's semantics by one LSB exactly on ties. Documented in docs/quantization.md.
+scales="multiplier" (any positive scale, zero points 0; NVDLA-style multiply then shift): the
+same Conv / Gemm / MatMul / QLinearConv patterns become the integer op plus
+RequantizeMul(m, s) with m * 2**-s ~= s_x * s_w / s_y (`multiplier_shift`: a 15-bit multiplier;
+per-axis weight scales give per-channel "<node>.multipliers" / "<node>.shifts" constants), and
+    QuantizeLinear(Add(DQ(a), DQ(b)) [-> Relu], s_y)
+becomes QAddMul(a, b) with mul_a / 2**shift ~= s_a / s_y, mul_b / 2**shift ~= s_b / s_y. The
+QuantizeLinear / DequantizeLinear nodes left at float <-> int boundaries stay as they are (the
+format's quantise / dequantise, ONNX semantics, run on the CPU); a constant's DQ is folded.
+This is an approximation of the file: ONNX requantises in float ((acc * s_x*s_w) / s_y rounded
+half to even) where the integer graph multiplies by a rounded multiplier and shifts, so an
+output can differ by one LSB where the float value lies close to a rounding boundary, and such
+a difference can grow through later layers. `qdq_error` measures it against onnxruntime's own
+result on the same file.
 
-Any other scale is an error naming the node ("scale 0.0123 is not a power of two"): retarget's
-integer path has shifts only, no multipliers.
+Rounding: ONNX rounds half to even, so by default the requantisation nodes use
+rounding="half_even" (with pow2 scales the converted graph then equals the ONNX model bit for
+bit). Hardware requantisation rounds half up (add then shift); `rounding="half_up"` produces
+that form instead, which differs from the file's semantics by one LSB exactly on ties.
+Documented in docs/quantization.md.
+
+Non-zero zero points (asymmetric or uint8 quantisation) are an error naming the node in both
+formats: retarget's integer ops are symmetric.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
 
-from ..errors import UnsupportedOpError, node_context
+from ..errors import RetargetError, UnsupportedOpError, node_context
 from ..ir.graph import Graph, Node, Value, constant
-from ..ops.quantized import ACCUMULATING_OPS, INT8_MAX, INT8_MIN, ROUNDINGS
+from ..ops.quantized import (ACCUMULATING_OPS, INT8_MAX, INT8_MIN, ROUNDINGS, dequantize_linear,
+                             multiplier_shift)
 from ..passes.dce import eliminate_dead_code_inplace
 from ..passes.infer_shapes import infer_shapes
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv")
+SCALES = ("pow2", "multiplier")
 
 
 @dataclass(frozen=True, slots=True)
 class _Scale:
-    """A validated quantisation parameter: fractional bits (int or per-axis vector)."""
-    frac: int | np.ndarray
+    """A validated quantisation parameter: its value (a float, or a per-axis vector), and for
+    the pow2 format its fractional bits (int or per-axis vector; None otherwise)."""
+    frac: int | np.ndarray | None
     axis: int
+    value: float | np.ndarray = 0.0
 
     @property
     def per_axis(self) -> bool:
-        return np.ndim(self.frac) != 0
+        return np.ndim(self.value) != 0
 
 
 def _frac_of(node: Node, scale: np.ndarray) -> int | np.ndarray:
@@ -59,6 +84,15 @@ def _frac_of(node: Node, scale: np.ndarray) -> int | np.ndarray:
     return fracs[0] if np.ndim(scale) == 0 or np.size(scale) == 1 else np.array(fracs, np.int64)
 
 
+def _value_of(node: Node, scale: np.ndarray) -> float | np.ndarray:
+    """The scale as a float (per tensor) or float64 vector (per axis); positive and finite."""
+    s = np.asarray(scale, np.float64)
+    if s.size == 0 or not np.all(np.isfinite(s)) or s.min() <= 0:
+        raise UnsupportedOpError(f"{node_context(node)}: scale {s.ravel()[:4].tolist()} must be "
+                                 f"positive and finite")
+    return float(s.reshape(-1)[0]) if s.ndim == 0 or s.size == 1 else s.reshape(-1)
+
+
 def _check_zero_point(node: Node, zp: Value | None, allowed=("int8",)) -> None:
     if zp is None:
         return
@@ -72,28 +106,31 @@ def _check_zero_point(node: Node, zp: Value | None, allowed=("int8",)) -> None:
             f"{'/'.join(allowed)} quantisation with zero point 0")
 
 
-def _scale(node: Node, scale: Value, zp: Value | None, allowed=("int8",)) -> _Scale:
+def _scale(node: Node, scale: Value, zp: Value | None, allowed=("int8",),
+           scales: str = "pow2") -> _Scale:
     if not scale.is_const:
         raise UnsupportedOpError(f"{node_context(node)}: scale {scale.name!r} must be a constant")
     _check_zero_point(node, zp, allowed)
-    return _Scale(_frac_of(node, scale.const), int(node.attrs.get("axis", 1)))
+    frac = _frac_of(node, scale.const) if scales == "pow2" else None
+    return _Scale(frac, int(node.attrs.get("axis", 1)), _value_of(node, scale.const))
 
 
 def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str = "pow2") -> Graph:
-    """Rewrite QDQ / QLinearConv nodes with power-of-two scales into retarget's integer ops.
+    """Rewrite QDQ / QLinearConv nodes into retarget's integer ops: with `scales="pow2"`
+    (power-of-two scales; shifts) or `scales="multiplier"` (any scale; multiply and shift).
 
     Run it on the imported graph before constant folding (folding would turn the weights'
     DequantizeLinear into float constants and lose their integer form). Raises
-    UnsupportedOpError naming the node for scales that are not powers of two or zero points
-    that are not 0."""
+    UnsupportedOpError naming the node for zero points that are not 0 and, with "pow2", for
+    scales that are not powers of two."""
     if rounding not in ROUNDINGS:
         raise UnsupportedOpError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
-    if scales != "pow2":
-        raise NotImplementedError(f"convert_quantized: scales={scales!r} is not implemented yet")
+    if scales not in SCALES:
+        raise UnsupportedOpError(f"scales={scales!r}; known: {', '.join(SCALES)}")
     g = graph.copy()
     _sink_dequantize(g)
     g = infer_shapes(g)
-    conv = _Converter(g, rounding)
+    conv = (_Pow2Converter if scales == "pow2" else _MultiplierConverter)(g, rounding)
     for node in g.nodes:
         if node.op in QDQ_OPS:
             conv.validate(node)
@@ -136,27 +173,36 @@ def _sink_dequantize(g: Graph) -> None:
 
 
 class _Converter:
+    """The pattern matching both formats share. A subclass builds the nodes: quantise /
+    dequantise (`_quantize`, `_dequantize_activation`, `_fold_dequantize`), requantisation
+    (`_requantize`), the element-wise add (`_add_node`), and says which biases fit
+    (`_bias_fits`)."""
+    scales = ""
+
     def __init__(self, g: Graph, rounding: str):
         self.g, self.rounding = g, rounding
         self.producers = g.producers()
         self.consumers = g.consumers()
         self.outputs = {id(v) for v in g.outputs}
-        self.scales: dict[int, _Scale] = {}  # id(Q/DQ node) -> its scale
+        self.scales_of: dict[int, _Scale] = {}  # id(Q/DQ node) -> its scale
         self.nodes: list[Node] = []
         self.absorbed: set[int] = set()
 
+    def _scale(self, node: Node, scale: Value, zp: Value | None, allowed=("int8",)) -> _Scale:
+        return _scale(node, scale, zp, allowed, self.scales)
+
     def validate(self, node: Node) -> None:
         if node.op == "QLinearConv":
-            _scale(node, node.inputs[1], node.inputs[2])
-            _scale(node, node.inputs[4], node.inputs[5])
-            _scale(node, node.inputs[6], node.inputs[7])
+            self._scale(node, node.inputs[1], node.inputs[2])
+            self._scale(node, node.inputs[4], node.inputs[5])
+            self._scale(node, node.inputs[6], node.inputs[7])
             return
         x = node.inputs[0]
         allowed = ("int8", "int32") if node.op == "DequantizeLinear" else ("int8",)
         if node.op == "DequantizeLinear" and x.type is not None and x.type.dtype not in allowed:
             raise UnsupportedOpError(f"{node_context(node)}: input is {x.type.dtype}; retarget's "
                                      f"integer path takes int8 (and int32 biases)")
-        self.scales[id(node)] = _scale(node, node.inputs[1], node.input(2), allowed)
+        self.scales_of[id(node)] = self._scale(node, node.inputs[1], node.input(2), allowed)
 
     # ---- helpers -----------------------------------------------------------------------------
     def _dq(self, v: Value | None, *, const: bool) -> tuple[Node, _Scale] | None:
@@ -164,7 +210,7 @@ class _Converter:
         p = self.producers.get(v) if v is not None else None
         if p is None or p.op != "DequantizeLinear" or p.inputs[0].is_const != const:
             return None
-        return p, self.scales[id(p)]
+        return p, self.scales_of[id(p)]
 
     def _sole_consumer(self, v: Value) -> Node | None:
         uses = self.consumers.get(v, [])
@@ -180,38 +226,22 @@ class _Converter:
                 continue
             if node.op in ACCUMULATING_OPS and self._linear(node):
                 continue
+            if node.op == "Add" and self._add(node):
+                continue
             if node.op == "QLinearConv":
                 self._qlinear_conv(node)
             elif node.op == "QuantizeLinear":
-                s = self.scales[id(node)]
-                if s.per_axis:
-                    raise UnsupportedOpError(f"{node_context(node)}: per-axis QuantizeLinear of "
-                                             f"an activation is not supported")
-                self._emit("QuantizeP2", node.name, node.inputs[:1], node.outputs,
-                           frac_bits=int(s.frac), rounding="half_even")
+                self._quantize(node, self.scales_of[id(node)])
             elif node.op == "DequantizeLinear":
-                self._dequantize(node)
+                s = self.scales_of[id(node)]
+                if node.inputs[0].is_const:
+                    # Fold a constant's dequantisation, so float consumers that are not
+                    # rewritten read a constant.
+                    self._fold_dequantize(node, s)
+                else:
+                    self._dequantize_activation(node, s)
             else:
                 self.nodes.append(node)
-
-    def _dequantize(self, node: Node) -> None:
-        s, x, y = self.scales[id(node)], node.inputs[0], node.outputs[0]
-        if x.is_const:
-            # A constant's dequantisation is exact in float (int * 2**-f): fold it, so float
-            # consumers that are not rewritten read a constant.
-            frac = s.frac
-            if s.per_axis:
-                shape = [1] * x.const.ndim
-                shape[s.axis % x.const.ndim] = -1
-                frac = np.asarray(frac).reshape(shape)
-            y.const = (x.const.astype(np.float64) * np.ldexp(1.0, -np.asarray(frac))).astype(
-                y.type.dtype if y.type is not None else np.float32)
-            return
-        if s.per_axis:
-            raise UnsupportedOpError(f"{node_context(node)}: per-axis DequantizeLinear of an "
-                                     f"activation is not supported")
-        self._emit("DequantizeP2", node.name, [x], [y], frac_bits=int(s.frac),
-                   dtype=y.type.dtype if y.type is not None else "float32")
 
     def _output_q(self, y: Value) -> tuple[Node | None, Node, _Scale] | None:
         """y -> [Relu ->] QuantizeLinear with a per-tensor scale: (relu, q, scale)."""
@@ -219,12 +249,12 @@ class _Converter:
         relu = None
         if c is not None and c.op == "Relu":
             relu, c = c, self._sole_consumer(c.outputs[0])
-        if c is None or c.op != "QuantizeLinear" or self.scales[id(c)].per_axis:
+        if c is None or c.op != "QuantizeLinear" or self.scales_of[id(c)].per_axis:
             return None
-        return relu, c, self.scales[id(c)]
+        return relu, c, self.scales_of[id(c)]
 
     def _linear(self, node: Node) -> bool:
-        """DQ(x), DQ(W)[, DQ(B)] -> Conv/Gemm/MatMul [-> Relu] -> Q  ==>  int op + Requantize."""
+        """DQ(x), DQ(W)[, DQ(B)] -> Conv/Gemm/MatMul [-> Relu] -> Q  ==>  int op + requantise."""
         if node.op == "Gemm" and (node.attrs.get("alpha", 1.0) != 1.0
                                   or node.attrs.get("beta", 1.0) != 1.0):
             return False
@@ -238,20 +268,18 @@ class _Converter:
             else w_int.ndim - 1
         if sw.per_axis and sw.axis % w_int.ndim != ch_axis:
             return False
-        f_acc = sx.frac + sw.frac
         inputs = [xq[0].inputs[0], wnode.inputs[0]]
         b = node.input(2)
         if b is not None:
             bq = self._dq(b, const=True)
             if bq is None or bq[0].inputs[0].const.dtype != np.int32 or \
-                    not np.array_equal(np.broadcast_to(bq[1].frac, np.shape(f_acc)),
-                                       np.broadcast_to(f_acc, np.shape(bq[1].frac))):
+                    not self._bias_fits(bq[1], sx, sw):
                 return False  # a float bias or one at another scale: leave the op float
             inputs.append(bq[0].inputs[0])
         relu, q, sy = out
         acc = Value(f"{node.outputs[0].name}_acc")
         self._emit(node.op, node.name, inputs, [acc], **node.attrs)
-        self._requantize(node, acc, f_acc, sy.frac, relu is not None, q.outputs[0],
+        self._requantize(node, acc, sx, sw, sy, relu is not None, q.outputs[0],
                          axis=1 if node.op == "Conv" else -1)
         self.absorbed.update(id(n) for n in (relu, q) if n is not None)
         return True
@@ -259,17 +287,88 @@ class _Converter:
     def _qlinear_conv(self, node: Node) -> None:
         x, xs, xzp, w, ws, wzp, ys, yzp = node.inputs[:8]
         b = node.input(8)
-        sx, sw, sy = (_scale(node, s, z) for s, z in ((xs, xzp), (ws, wzp), (ys, yzp)))
+        sx, sw, sy = (self._scale(node, s, z) for s, z in ((xs, xzp), (ws, wzp), (ys, yzp)))
         if not w.is_const:
             raise UnsupportedOpError(f"{node_context(node)}: weights must be constant")
         acc = Value(f"{node.outputs[0].name}_acc")
         self._emit("Conv", node.name, [x, w] + ([b] if b is not None else []), [acc],
                    **node.attrs)
-        self._requantize(node, acc, sx.frac + sw.frac, sy.frac, False, node.outputs[0], axis=1)
+        self._requantize(node, acc, sx, sw, sy, False, node.outputs[0], axis=1)
 
-    def _requantize(self, node: Node, acc: Value, f_acc, f_out: int, relu: bool, y: Value,
-                    axis: int) -> None:
-        shift = np.asarray(f_acc) - f_out
+    def _add(self, node: Node) -> bool:
+        """DQ(a), DQ(b) (int8 activations, per-tensor) -> Add [-> Relu] -> Q  ==>  an integer
+        add, where the format has one (`_add_node`)."""
+        ops = [self._dq(v, const=False) for v in node.inputs[:2]]
+        out = self._output_q(node.outputs[0])
+        if out is None or any(o is None or o[1].per_axis or o[0].inputs[0].type is None
+                              or o[0].inputs[0].type.dtype != "int8" for o in ops):
+            return False
+        relu, q, sy = out
+        if not self._add_node(node, [o[0].inputs[0] for o in ops], [o[1] for o in ops], sy,
+                              relu is not None, q.outputs[0]):
+            return False
+        self.absorbed.update(id(n) for n in (relu, q) if n is not None)
+        return True
+
+    # ---- what a format builds ------------------------------------------------------------------
+    def _quantize(self, node: Node, s: _Scale) -> None:
+        raise NotImplementedError
+
+    def _dequantize_activation(self, node: Node, s: _Scale) -> None:
+        raise NotImplementedError
+
+    def _fold_dequantize(self, node: Node, s: _Scale) -> None:
+        raise NotImplementedError
+
+    def _bias_fits(self, sb: _Scale, sx: _Scale, sw: _Scale) -> bool:
+        raise NotImplementedError
+
+    def _requantize(self, node: Node, acc: Value, sx: _Scale, sw: _Scale, sy: _Scale,
+                    relu: bool, y: Value, axis: int) -> None:
+        raise NotImplementedError
+
+    def _add_node(self, node: Node, xs: list[Value], ss: list[_Scale], sy: _Scale, relu: bool,
+                  y: Value) -> bool:
+        raise NotImplementedError
+
+
+class _Pow2Converter(_Converter):
+    """Power-of-two scales: QuantizeP2 / DequantizeP2, Requantize by a shift; Add stays float."""
+    scales = "pow2"
+
+    def _quantize(self, node, s):
+        if s.per_axis:
+            raise UnsupportedOpError(f"{node_context(node)}: per-axis QuantizeLinear of "
+                                     f"an activation is not supported")
+        self._emit("QuantizeP2", node.name, node.inputs[:1], node.outputs,
+                   frac_bits=int(s.frac), rounding="half_even")
+
+    def _fold_dequantize(self, node, s):
+        # exact in float: int * 2**-f
+        x, y = node.inputs[0], node.outputs[0]
+        frac = s.frac
+        if s.per_axis:
+            shape = [1] * x.const.ndim
+            shape[s.axis % x.const.ndim] = -1
+            frac = np.asarray(frac).reshape(shape)
+        y.const = (x.const.astype(np.float64) * np.ldexp(1.0, -np.asarray(frac))).astype(
+            y.type.dtype if y.type is not None else np.float32)
+
+    def _dequantize_activation(self, node, s):
+        x, y = node.inputs[0], node.outputs[0]
+        if s.per_axis:
+            raise UnsupportedOpError(f"{node_context(node)}: per-axis DequantizeLinear of an "
+                                     f"activation is not supported")
+        self._emit("DequantizeP2", node.name, [x], [y], frac_bits=int(s.frac),
+                   dtype=y.type.dtype if y.type is not None else "float32")
+
+    def _bias_fits(self, sb, sx, sw):
+        f_acc = sx.frac + sw.frac
+        return np.array_equal(np.broadcast_to(sb.frac, np.shape(f_acc)),
+                              np.broadcast_to(f_acc, np.shape(sb.frac)))
+
+    def _requantize(self, node, acc, sx, sw, sy, relu, y, axis):
+        shift = np.asarray(sx.frac + sw.frac) - sy.frac
         lo = 0 if relu else INT8_MIN
         name = f"{node.name}/requant"
         if shift.ndim == 0:
@@ -280,19 +379,196 @@ class _Converter:
             self._emit("Requantize", name, [acc, shifts], [y], axis=axis, lo=lo, hi=INT8_MAX,
                        rounding=self.rounding)
 
+    def _add_node(self, node, xs, ss, sy, relu, y):
+        return False  # the pow2 import keeps Add float between DequantizeP2 / QuantizeP2
+
+
+# Relative difference between a bias scale and s_x * s_w that still counts as "the same":
+# quantisers compute the product in float32 (2**-24 relative rounding).
+BIAS_SCALE_RTOL = 1e-6
+
+
+class _MultiplierConverter(_Converter):
+    """Any scale: the int op + RequantizeMul, Add -> QAddMul; QuantizeLinear and activation
+    DequantizeLinear stay (ONNX semantics) at float <-> int boundaries."""
+    scales = "multiplier"
+
+    def _quantize(self, node, s):
+        self.nodes.append(node)
+
+    def _dequantize_activation(self, node, s):
+        self.nodes.append(node)
+
+    def _fold_dequantize(self, node, s):
+        # ONNX's own arithmetic (float32 product), so float consumers see what onnxruntime does
+        x, y = node.inputs[0], node.outputs[0]
+        zp = node.input(2)
+        y.const = dequantize_linear(x.const, node.inputs[1].const,
+                                    None if zp is None else zp.const,
+                                    axis=int(node.attrs.get("axis", 1)), block_size=0)
+        if y.type is not None:
+            y.const = y.const.astype(y.type.dtype)
+
+    def _bias_fits(self, sb, sx, sw):
+        want = np.asarray(sx.value, np.float64) * np.asarray(sw.value, np.float64)
+        have = np.asarray(sb.value, np.float64)
+        try:
+            have, want = np.broadcast_arrays(have, want)
+        except ValueError:
+            return False
+        return bool(np.all(np.abs(have - want) <= BIAS_SCALE_RTOL * want))
+
+    def _mul_shift(self, node, ratio, common=False):
+        try:
+            return multiplier_shift(ratio, common=common)
+        except RetargetError as e:
+            raise UnsupportedOpError(f"{node_context(node)}: {e}") from None
+
+    def _requantize(self, node, acc, sx, sw, sy, relu, y, axis):
+        ratio = sx.value * np.asarray(sw.value, np.float64) / sy.value
+        m, s = self._mul_shift(node, ratio)
+        lo = 0 if relu else INT8_MIN
+        name = f"{node.name}/requant"
+        if m.ndim == 0:
+            self._emit("RequantizeMul", name, [acc], [y], multiplier=int(m), shift=int(s),
+                       lo=lo, hi=INT8_MAX, rounding=self.rounding)
+        else:
+            ms = constant(f"{node.name}.multipliers", m.astype(np.int32))
+            ss = constant(f"{node.name}.shifts", s.astype(np.int32))
+            self._emit("RequantizeMul", name, [acc, ms, ss], [y], axis=axis, lo=lo,
+                       hi=INT8_MAX, rounding=self.rounding)
+
+    def _add_node(self, node, xs, ss, sy, relu, y):
+        m, s = self._mul_shift(node, np.array([ss[0].value, ss[1].value]) / sy.value,
+                               common=True)
+        self._emit("QAddMul", node.name, xs, [y], mul_a=int(m[0]), mul_b=int(m[1]),
+                   shift=int(s[0]), lo=0 if relu else INT8_MIN, hi=INT8_MAX,
+                   rounding=self.rounding)
+        return True
+
 
 def load_quantized(model, input_shapes=None, *, rounding: str = "half_even",
-                   simplify: bool = True) -> Graph:
+                   simplify: bool = True, scales: str = "pow2") -> Graph:
     """Read a QDQ / QLinearConv ONNX model (path or ModelProto) into an integer Graph:
-    import without folding, convert_quantized, then simplify."""
+    import without folding, convert_quantized (`scales`: "pow2" or "multiplier"), then
+    simplify."""
     from ..ir.verify import verify
     from .onnx import from_onnx_model, read_onnx
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
     graph = from_onnx_model(proto, input_shapes)
     graph.toposort()
     verify(graph, context="after ONNX import")
-    g = convert_quantized(infer_shapes(graph), rounding=rounding)
+    g = convert_quantized(infer_shapes(graph), rounding=rounding, scales=scales)
     if simplify:
         from ..passes.simplify import simplify as _simplify
         g = _simplify(g)
     return g
+
+
+# ---- how far a converted graph is from onnxruntime's run of the file ----------------------------
+@dataclass(frozen=True, slots=True)
+class QdqError:
+    """One output's difference between retarget's reference run of the converted graph and
+    onnxruntime's run of the QDQ file, over every element of every input given.
+
+    `step` is the output's quantisation step (the scale of the DequantizeLinear that produces
+    it, or 1 for an integer output); the errors are then in steps (LSBs). None: the output is
+    not quantised and the errors are absolute. `mismatch` is the fraction of elements that
+    differ (by half a step or more; for a float output, beyond float rounding)."""
+    name: str
+    max_error: float
+    mean_error: float
+    mismatch: float
+    elements: int
+    step: float | None
+
+    def __str__(self) -> str:
+        unit = "steps" if self.step is not None else "(absolute)"
+        return (f"{self.name}: max |error| {self.max_error:.3g} {unit}, mean "
+                f"{self.mean_error:.3g}, {100 * self.mismatch:.3g} % of {self.elements} "
+                f"elements differ")
+
+
+def _initializer(model: onnx.ModelProto, name: str) -> np.ndarray | None:
+    from onnx import numpy_helper
+    for t in model.graph.initializer:
+        if t.name == name:
+            return numpy_helper.to_array(t)
+    for n in model.graph.node:
+        if n.op_type == "Constant" and n.output[0] == name:
+            for a in n.attribute:
+                if a.name == "value":
+                    return numpy_helper.to_array(a.t)
+    return None
+
+
+def _output_step(model: onnx.ModelProto, name: str, shape) -> np.ndarray | float | None:
+    """The quantisation step of graph output `name`: the producing DequantizeLinear's scale
+    (per-axis broadcast to `shape`), 1 for an integer output, None for a float one."""
+    for o in model.graph.output:
+        if o.name == name and o.type.tensor_type.elem_type in (
+                onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT32):
+            return 1.0
+    prod = next((n for n in model.graph.node if name in n.output), None)
+    if prod is None or prod.op_type != "DequantizeLinear":
+        return None
+    s = _initializer(model, prod.input[1])
+    if s is None:
+        return None
+    if s.size == 1:
+        return float(s.reshape(-1)[0])
+    axis = next((a.i for a in prod.attribute if a.name == "axis"), 1) % len(shape)
+    bshape = [1] * len(shape)
+    bshape[axis] = -1
+    return s.astype(np.float64).reshape(bshape)
+
+
+def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
+              Sequence[Mapping[str, np.ndarray]]) -> dict[str, QdqError]:
+    """Per graph output, the error of `graph` (a converted QDQ model, run on retarget's
+    reference executor) against onnxruntime's run of `model` (the QDQ file: path or
+    ModelProto) on the same `inputs` (one name -> array dict, or a list of them): max and mean
+    absolute error in units of the output's quantisation step (absolute where the output is
+    not quantised) and the fraction of elements that differ. This is the number to quote for
+    scales="multiplier" ("error against onnxruntime's own result on the same file"); with
+    power-of-two scales and half-even rounding it is 0."""
+    from ..targets.cpu.reference import run_graph
+    from .onnx import read_onnx
+    from .ort_check import run_onnxruntime
+    proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
+    batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
+    acc: dict[str, list] = {}
+    for feed in batches:
+        want = run_onnxruntime(proto, feed)
+        got = run_graph(graph, feed)
+        for name, a in got.items():
+            if name not in want:
+                raise RetargetError(f"output {name!r}: onnxruntime gives no such output "
+                                    f"(it gives {sorted(want)})")
+            b = np.asarray(want[name])
+            if b.shape != a.shape:
+                raise RetargetError(f"output {name!r}: shape {list(a.shape)} here, "
+                                    f"{list(b.shape)} from onnxruntime")
+            step = _output_step(proto, name, b.shape)
+            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            if step is not None:
+                d = d / step
+                differs = d >= 0.5
+            else:
+                differs = ~np.isclose(a.astype(np.float64), b.astype(np.float64),
+                                      rtol=1e-5, atol=1e-6 * float(np.abs(b).max(initial=1.0)))
+            acc.setdefault(name, (step, []))[1].append((d, differs))
+    out = {}
+    for name, (step, parts) in acc.items():
+        d = np.concatenate([p[0].ravel() for p in parts])
+        differs = np.concatenate([p[1].ravel() for p in parts])
+        n = int(d.size)
+        out[name] = QdqError(name, float(d.max()) if n else 0.0, float(d.mean()) if n else 0.0,
+                             float(differs.mean()) if n else 0.0, n,
+                             None if step is None else float(np.max(step)))
+    return out
+
+
+def format_qdq_error(errors: Mapping[str, QdqError]) -> str:
+    return "\n".join(["error against onnxruntime's result on the same file:"] +
+                     [f"  {e}" for e in errors.values()])
