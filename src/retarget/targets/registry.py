@@ -27,10 +27,11 @@ def _builtin() -> dict[str, type[Target]]:
     from .c.target import CTarget
     from .cpu.target import CpuTarget
     from .dnnvm.target import DNNVMTarget
+    from .nvdla.target import NvdlaTarget
     from .sunway.target import SunwayTarget
     from .vta.target import VTATarget
     return {CpuTarget.name: CpuTarget, DNNVMTarget.name: DNNVMTarget, VTATarget.name: VTATarget,
-            CTarget.name: CTarget, SunwayTarget.name: SunwayTarget}
+            CTarget.name: CTarget, SunwayTarget.name: SunwayTarget, NvdlaTarget.name: NvdlaTarget}
 
 
 _TARGETS: dict[str, type[Target]] = {}

@@ -13,7 +13,8 @@ filled in, and reads the file the compiler wrote:
 
     compiler = "mycc {json} -o {out}"       # {json}: region.json, {npz}: its arrays,
                                              # {out}: where the binary must be written,
-                                             # {dir}: the working directory
+                                             # {dir}: the working directory, {python}:
+                                             # the interpreter retarget runs on
 
 The command is split as a shell would split it, but no shell runs it. A compiler that cannot
 be started, exits non-zero, runs past `compiler_timeout_s` or writes nothing is a TargetError
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from ...errors import TargetError
 from ..base import Kernel, Region, Target
 from .export import document, write_document
 
-PLACEHOLDERS = ("{json}", "{npz}", "{out}", "{dir}")
+PLACEHOLDERS = ("{json}", "{npz}", "{out}", "{dir}", "{python}")
 STDERR_CHARS = 4000           # of a failing compiler's stderr kept in the error
 
 
@@ -48,9 +50,10 @@ class CompilerRun:
 
 
 def run_compiler(command: str, region: Region, target: str, timeout_s: float,
-                 workdir: Path) -> tuple[bytes, CompilerRun]:
-    """Write `region` as the export document into `workdir`, run `command` there, and return
-    the binary it wrote to {out} with the record of the run."""
+                 workdir: Path, config: dict | None = None) -> tuple[bytes, CompilerRun]:
+    """Write `region` as the export document into `workdir` (with `config`, the hardware
+    parameters, under "config"), run `command` there, and return the binary it wrote to {out}
+    with the record of the run."""
     words = shlex.split(command)
     if not words:
         raise TargetError(f"target {target!r}: no compiler command is configured (config "
@@ -58,11 +61,11 @@ def run_compiler(command: str, region: Region, target: str, timeout_s: float,
     if not any(p in command for p in ("{json}", "{dir}")):
         raise TargetError(f"target {target!r}: the compiler command {command!r} never names "
                           f"the region it should compile: use {{json}} (or {{dir}})")
-    doc, arrays = document(target, [region])
+    doc, arrays = document(target, [region], config)
     json_path = write_document(doc, arrays, workdir / "region.json")
     out = workdir / "region.bin"
     fill = {"{json}": str(json_path), "{npz}": str(json_path.with_suffix(".npz")),
-            "{out}": str(out), "{dir}": str(workdir)}
+            "{out}": str(out), "{dir}": str(workdir), "{python}": sys.executable}
     argv = []
     for w in words:
         for key, value in fill.items():
@@ -106,6 +109,10 @@ class ExternalCompilerTarget(Target):
     docstring). Its config needs `compiler` (the command) and `compiler_timeout_s`."""
     bit_exact: ClassVar[bool] = False
 
+    def compiler_config(self) -> dict | None:
+        """The hardware parameters written into the document for the compiler (None: none)."""
+        return None
+
     def load_binary(self, region: Region, binary: bytes, run: CompilerRun) -> Kernel:
         """The kernel that runs the compiler's `binary` for `region`."""
         raise NotImplementedError(f"target {self.name!r} does not implement load_binary()")
@@ -113,7 +120,8 @@ class ExternalCompilerTarget(Target):
     def lower(self, region: Region) -> Kernel:
         with tempfile.TemporaryDirectory(prefix=f"retarget-{self.name}-") as tmp:
             binary, run = run_compiler(self.config.compiler, region, self.name,
-                                       float(self.config.compiler_timeout_s), Path(tmp))
+                                       float(self.config.compiler_timeout_s), Path(tmp),
+                                       self.compiler_config())
         kernel = self.load_binary(region, binary, run)
         kernel.compiler_run = run
         return kernel

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import RetargetError
-from ...ir.graph import Node, Value
+from ...ir.graph import Graph, Node, Value, constant
+from ...ir.types import TensorType
 from ...ops.registry import resolve_attrs
 
 FORMAT = "retarget.regions"
@@ -82,11 +83,15 @@ def region_to_json(region, arrays: dict[str, np.ndarray]) -> dict:
             "outputs": [_tensor(v) for v in region.outputs], "nodes": nodes}
 
 
-def document(target: str, regions) -> tuple[dict, dict[str, np.ndarray]]:
-    """The export document of `regions` for `target`, and the arrays it refers to."""
+def document(target: str, regions, config: dict | None = None
+             ) -> tuple[dict, dict[str, np.ndarray]]:
+    """The export document of `regions` for `target`, and the arrays it refers to. `config`:
+    the hardware parameters the compiler should build for (optional key "config")."""
     arrays: dict[str, np.ndarray] = {}
     doc = {"format": FORMAT, "version": VERSION, "target": target,
            "regions": [region_to_json(r, arrays) for r in regions]}
+    if config is not None:
+        doc["config"] = config
     return doc, arrays
 
 
@@ -106,6 +111,47 @@ def write_document(doc: dict, arrays: dict[str, np.ndarray], path: Path) -> Path
     return path
 
 
+def read_document(doc: dict, arrays) -> list[Graph]:
+    """The regions of an export document as typed Graphs (what an outside compiler written in
+    Python starts from): values shared by name, constants from `arrays` (the .npz), array
+    attributes restored. Refuses another format or version, naming what it got."""
+    if doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise RetargetError(f"expected a {FORMAT} document version {VERSION}, got "
+                            f"{doc.get('format')!r} version {doc.get('version')!r}")
+    graphs = []
+    for r in doc["regions"]:
+        values: dict[str, Value] = {}
+
+        def value(e: dict) -> Value:
+            if e["name"] in values:
+                return values[e["name"]]
+            t = None if e.get("shape") is None else TensorType(tuple(e["shape"]), e["dtype"])
+            if e.get("kind") == "weight":
+                if e["weight"] not in arrays:
+                    raise RetargetError(f"region {r['name']!r}: weight {e['weight']!r} is not "
+                                        f"in the arrays file")
+                v = constant(e["name"], np.asarray(arrays[e["weight"]]))
+            else:
+                v = Value(e["name"], t)
+            values[e["name"]] = v
+            return v
+
+        def attr(a):
+            if isinstance(a, dict) and "$array" in a:
+                return np.asarray(arrays[a["$array"]])
+            if isinstance(a, list):
+                return [attr(x) for x in a]
+            return a
+
+        inputs = [value(e) for e in r["inputs"]]
+        nodes = [Node(n["op"], n["name"], [None if e is None else value(e) for e in n["inputs"]],
+                      [value(e) for e in n["outputs"]],
+                      {k: attr(a) for k, a in n["attrs"].items()}) for n in r["nodes"]]
+        outputs = [value(e) for e in r["outputs"]]
+        graphs.append(Graph(nodes, inputs, outputs, name=r["name"]))
+    return graphs
+
+
 def export_regions(module, path: str | Path) -> Path:
     """Write the export to `path` (.json) and its arrays beside it (.npz); returns the path."""
     path = Path(path)
@@ -115,5 +161,5 @@ def export_regions(module, path: str | Path) -> Path:
     return write_document(doc, arrays, path)
 
 
-__all__ = ["FORMAT", "VERSION", "document", "export_regions", "region_to_json",
+__all__ = ["FORMAT", "VERSION", "document", "export_regions", "read_document", "region_to_json",
            "regions_to_json", "write_document"]

@@ -1,0 +1,59 @@
+"""NvdlaKernel: a region compiled into a loadable, run through the shared stream plumbing
+(targets/accel/kernel.py). nvdla's part: maps are NCHW in memory exactly as the graph holds
+them (so packing is a reshape), the artifact keeps the loadable itself (program.loadable:
+weights included, nothing in weights.npz), the cycle model is the throughput model, and
+`layer_outputs` runs the region once more capturing every hardware layer's output."""
+from __future__ import annotations
+
+from typing import ClassVar, Sequence
+
+import numpy as np
+
+from ..accel.kernel import StreamKernel
+from .program import NvdlaProgram
+
+
+class NvdlaKernel(StreamKernel):
+    kind: ClassVar[str] = "nvdla.loadable"
+    label: ClassVar[str] = "nvdla"
+    program_class: ClassVar[type] = NvdlaProgram
+
+    def pack_input(self, x: np.ndarray, binding=None) -> np.ndarray:
+        return np.ascontiguousarray(x).reshape(self.program.buffers[binding.buffer].shape)
+
+    def unpack_output(self, p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        return p.reshape(shape)
+
+    def simulate_timing(self):
+        from .disasm import format_layer
+        from .throughput import timing
+        ld = self.program.loadable
+        return timing(self.program.config, ld, lambda rec: format_layer(ld, rec))
+
+    def summary(self) -> str:
+        t = self.timing()
+        ld = self.program.loadable
+        return (f"nvdla {self.name}: {len(ld.layers)} hardware layers, loadable "
+                f"{len(ld.to_bytes()) / 1024:.0f} KiB, modelled {t.total_cycles:,} cycles "
+                f"= {t.seconds * 1e3:.3f} ms at {self.program.config.clock_mhz:g} MHz")
+
+    def layer_outputs(self, device, inputs: Sequence[np.ndarray]) -> list[tuple[str, str, int,
+                                                                               np.ndarray]]:
+        """Run the region on `inputs` (logical arrays, Region.inputs order) and return, per
+        hardware layer in order, (layer name, graph value it computes, first channel, what
+        it wrote): the value's channels [first, first + C) for a slice of a concatenation."""
+        ptrs_in = []
+        for b, x in zip(self.inputs, inputs):
+            p = device.malloc(max(1, x.nbytes))
+            device.copy_to_device(p, np.ascontiguousarray(x, np.int8))
+            ptrs_in.append(p)
+        ptrs_out = [device.malloc(max(1, int(np.prod(b.shape)))) for b in self.outputs]
+        try:
+            with device.capture() as dumps:
+                self.run(device, ptrs_in, ptrs_out)
+        finally:
+            for p in ptrs_in + ptrs_out:
+                device.free(p)
+        ld = self.program.loadable
+        return [(ld.string(int(ld.layers[d.index]["name"])),
+                 ld.string(int(ld.layers[d.index]["value"])), d.ch0, d.data) for d in dumps]
