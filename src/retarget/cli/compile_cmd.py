@@ -137,6 +137,23 @@ def run_compile(args: argparse.Namespace) -> int:
 
 
 # ---- the compiled run --------------------------------------------------------------------------
+def _check_per_layer(module, inputs, dump: str | None) -> int:
+    """`--per-layer`: every hardware layer against the integer reference (1: one differs)."""
+    from ..runtime.per_layer import check_layers, format_checks, save_checks
+    if not getattr(module.target, "bit_exact", False):
+        raise InputError(f"--per-layer compares layers bit for bit; target "
+                         f"{module.target.name!r} is not bit-exact")
+    try:
+        checks = check_layers(module, inputs)
+    except NotImplementedError as e:
+        raise TargetError(f"--per-layer: {e}") from None
+    print(format_checks(checks))
+    if dump:
+        save_checks(checks, dump)
+        print(f"wrote {dump}")
+    return 0 if all(c.ok for c in checks) else 1
+
+
 def run_compiled(args: argparse.Namespace) -> int:
     """Run a module artifact directory (args.model is a DIR) or compile MODEL for args.target
     and run it. Prints the outputs' summary (and the profile); with args.check, compares with
@@ -148,6 +165,11 @@ def run_compiled(args: argparse.Namespace) -> int:
     from .run_cmd import complete_inputs, read_input_files
 
     check_report_paths(args)
+    if getattr(args, "per_layer", False) and not args.check:
+        raise InputError("--per-layer is part of --check: give both")
+    if getattr(args, "dump_layers", None) and not getattr(args, "per_layer", False):
+        raise InputError("--dump-layers saves what --per-layer computes: give --check "
+                         "--per-layer too")
     path = Path(args.model)
     if path.is_dir():
         load_plugins(getattr(args, "plugin", []))
@@ -199,5 +221,7 @@ def run_compiled(args: argparse.Namespace) -> int:
                        f"ok within rtol {rtol:g}") if same else "MISMATCH"
             print(f"check {name}: {verdict} (max abs diff {diff:.3g})")
             status |= 0 if same else 1
+        if getattr(args, "per_layer", False):
+            status |= _check_per_layer(module, inputs, getattr(args, "dump_layers", None))
     module.close()
     return status

@@ -1,4 +1,5 @@
-"""`retarget disasm FILE`: list a binary instruction stream (vta or dnnvm) readably."""
+"""`retarget disasm FILE`: list a binary instruction stream (vta or dnnvm) or an nvdla
+loadable readably."""
 from __future__ import annotations
 
 import argparse
@@ -8,12 +9,14 @@ from pathlib import Path
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "disasm", help="disassemble a vta or dnnvm instruction stream",
+        "disasm", help="disassemble a vta or dnnvm instruction stream, or an nvdla loadable",
         description="Print a binary instruction stream one instruction per line: VTA's "
                     "(16-byte instructions, docs/vta.md) or dnnvm's (32-byte, "
                     "docs/dnnvm-isa.md). Given a compiled kernel (its directory, or its "
                     "program.insn.bin), the target, config and micro-ops come from the "
-                    "program.json (and program.uop.bin) beside it.")
+                    "program.json (and program.uop.bin) beside it. An nvdla loadable "
+                    "(a .loadable file, or an nvdla kernel directory) prints its memory "
+                    "list, address list and hardware layers (docs/nvdla.md).")
     p.add_argument("file", help="instruction stream file, or a kernel directory of an artifact "
                                 "(DIR/kernels/vta_0)")
     p.add_argument("--config", default=None,
@@ -32,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from ..targets.vta.isa import layout_for
 
     path = Path(args.file)
+    if path.is_dir() and (path / "program.loadable").exists():
+        path = path / "program.loadable"
+    if path.suffix == ".loadable" or _is_loadable(path):
+        return _nvdla(path)
     if path.is_dir():                         # an artifact's kernel directory
         path = path / "program.insn.bin"
     # Program.save(prefix) writes prefix.insn.bin beside prefix.json and prefix.uop.bin
@@ -54,6 +61,27 @@ def run(args: argparse.Namespace) -> int:
     header = (f"{path}: {len(data) // 16} instructions, config {cfg.name} "
               f"({cfg.target_name}, {source})")
     print(disassemble_bytes(data, layout_for(cfg), uop_data, header))
+    return 0
+
+
+def _is_loadable(path: Path) -> bool:
+    from ..targets.nvdla.loadable import MAGIC
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def _nvdla(path: Path) -> int:
+    from ..errors import ModelLoadError
+    from ..targets.nvdla.disasm import disassemble
+    from ..targets.nvdla.loadable import Loadable, LoadableError
+    try:
+        ld = Loadable.from_bytes(path.read_bytes())
+    except LoadableError as e:
+        raise ModelLoadError(f"{path}: {e}") from None
+    print(disassemble(ld, f"{path}: nvdla loadable, {len(ld.layers)} hardware layers"))
     return 0
 
 

@@ -47,6 +47,12 @@ def register(subparsers) -> None:
     add_verify_option(p)
     p.add_argument("--check", action="store_true",
                    help="with --target: compare with the CPU reference executor")
+    p.add_argument("--per-layer", action="store_true",
+                   help="with --check: also run each offloaded region on the reference's "
+                        "inputs, compare every hardware layer's output with the integer "
+                        "reference and name the first that differs (bit-exact targets)")
+    p.add_argument("--dump-layers", default=None, metavar="FILE.npz",
+                   help="with --per-layer: save every hardware layer's output")
     p.add_argument("--profile", action="store_true", help="with --target: print the profile")
     p.add_argument("--check-ort", action="store_true",
                    help="without --target: also run the model on onnxruntime and compare each "

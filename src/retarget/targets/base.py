@@ -138,6 +138,14 @@ class Kernel:
         returns its per-layer table here; `retarget report` prints it ("": none)."""
         return ""
 
+    def layer_outputs(self, device, inputs: Sequence[np.ndarray]) -> list:
+        """Per-layer debugging (runtime/per_layer.py): run on `inputs` (logical arrays in
+        Region.inputs order, the kernel uploaded to `device`) and return, per hardware layer
+        in execution order, (layer name, graph value it computes, first channel, the (N, C,
+        H, W) array it wrote: channels [first, first + C) of that value)."""
+        raise NotImplementedError(f"{type(self).__name__} does not report per-layer outputs "
+                                  f"(--per-layer); its target would implement layer_outputs()")
+
     def save(self, directory: Path, weights: WeightStore) -> dict:
         """Write this kernel's own files into `directory` (created by the caller), put its
         arrays into `weights`, and return a JSON-able spec that `load` rebuilds it from."""
