@@ -124,6 +124,7 @@ def run_compile(args: argparse.Namespace) -> int:
     for kernel in module.kernels.values():
         if kernel.summary():
             print(kernel.summary())
+    _print_prequantized_error(args.model, module)
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
@@ -134,6 +135,24 @@ def run_compile(args: argparse.Namespace) -> int:
         print()
         emit_report(module, args, print_table=bool(getattr(args, "report", False)))
     return 0
+
+
+def _print_prequantized_error(model_path: str, module) -> None:
+    """For an already-quantised (QDQ) ONNX file compiled into a multiplier + shift target,
+    how far the integer graph (which the target reproduces exactly) is from onnxruntime's run
+    of the same file, on seeded random inputs: the conversion is not exact (docs/quantization.md)."""
+    fmt = module.target.number_format
+    if fmt is None or fmt.scales != "multiplier" or not str(model_path).endswith(".onnx"):
+        return
+    from ..frontend.onnx import read_onnx
+    from ..frontend.onnx_quantized import QDQ_OPS, format_qdq_error, qdq_error
+    from .run_cmd import complete_inputs
+    model = read_onnx(model_path)
+    if not any(n.op_type in QDQ_OPS for n in model.graph.node):
+        return
+    inputs = [complete_inputs(module.graph, {}, random=True, seed=s) for s in range(4)]
+    print(format_qdq_error(qdq_error(model, module.graph, inputs)) +
+          "\n  (4 seeded random inputs; the compiled module equals the integer graph exactly)")
 
 
 # ---- the compiled run --------------------------------------------------------------------------
