@@ -205,20 +205,36 @@ def _parse(data: bytes) -> Loadable:
             if not 0 <= i < len(strings):
                 raise LoadableError(f"string index {i} outside the table of {len(strings)}")
             return strings[i]
-        memories = [Memory(int(m["id"]), s(m["name"]), MEMORY_KINDS[m["kind"]], int(m["size"]),
-                           int(m["offset"])) for m in mems]
+        def pick(table, i, what):
+            if not 0 <= i < len(table):
+                raise LoadableError(f"{what} code {i}; known: {', '.join(map(str, table))}")
+            return table[i]
+        memories = [Memory(int(m["id"]), s(m["name"]), pick(MEMORY_KINDS, m["kind"], "memory kind"),
+                           int(m["size"]), int(m["offset"])) for m in mems]
         addresses = [Address(int(a["id"]), s(a["name"]), int(a["memory"]), int(a["offset"]),
-                             DTYPES[a["dtype"]], tuple(int(d) for d in a["dims"][:a["ndim"]]))
-                     for a in addrs]
+                             pick(DTYPES, a["dtype"], "dtype"),
+                             tuple(int(d) for d in a["dims"][:a["ndim"]]))
+                     for a in addrs if 0 <= a["ndim"] <= 4 or _bad_rank(a["ndim"])]
+        if binds.size and not np.isin(binds["direction"], (0, 1)).all():
+            raise LoadableError(f"binding directions {sorted(set(binds['direction']))}: "
+                                f"0 (input) or 1 (output)")
+        if not isinstance(hw, dict) or not isinstance(hw.get("hardware"), dict):
+            raise LoadableError("section HWCF is not {\"name\": ..., \"hardware\": {...}}")
         ld = Loadable(str(hw["name"]), dict(hw["hardware"]), memories, addresses, layers,
                       strings, [(s(b["value"]), int(b["address"])) for b in binds
                                 if b["direction"] == 0],
                       [(s(b["value"]), int(b["address"])) for b in binds if b["direction"] == 1],
                       deps, sections[b"BLOB"])
-    except (KeyError, IndexError, TypeError, json.JSONDecodeError) as e:
+    except (KeyError, IndexError, TypeError, ValueError, struct.error) as e:
+        # ValueError covers JSON and UTF-8 decoding; a CRC only says the bytes are the ones
+        # written, not that whoever wrote them wrote a well-formed loadable
         raise LoadableError(f"malformed section ({type(e).__name__}: {e})") from None
     validate(ld)
     return ld
+
+
+def _bad_rank(rank: int) -> bool:
+    raise LoadableError(f"address of rank {rank}; ranks 0..4")
 
 
 def _strings(payload: bytes) -> list[str]:

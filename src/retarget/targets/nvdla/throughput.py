@@ -31,10 +31,12 @@ class LayerCost:
     engine_cycles: int       # SDP / PDP element cycles
     memory_cycles: int
     bytes: int               # moved over the memory interface
+    array_macs: int          # what the MAC array does in mac_cycles (atoms filled or not)
 
     @property
     def mac_utilisation(self) -> float:
-        return self.macs / max(1, self.mac_cycles) if self.mac_cycles else 0.0
+        """The fraction of the MAC array's work that is useful (0 for SDP / PDP layers)."""
+        return self.macs / self.array_macs if self.array_macs else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,7 @@ def layer_cost(cfg: NvdlaConfig, ld: Loadable, i: int) -> LayerCost:
                   (memory_cycles, "memory"))
     return LayerCost(i, ld.string(r["name"]), ENGINES[op], macs,
                      busiest[0] + cfg.layer_overhead_cycles, busiest[1], mac_cycles,
-                     engine_cycles, memory_cycles, moved)
+                     engine_cycles, memory_cycles, moved, mac_cycles * cfg.macs_per_cycle)
 
 
 def throughput(cfg: NvdlaConfig, ld: Loadable) -> Throughput:
