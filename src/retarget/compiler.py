@@ -111,7 +111,7 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
     already-integer graph is not quantised again."""
     fmt = target.number_format
     if fmt is not None:
-        if any(n.op in QDQ_OPS for n in graph.nodes):
+        if _is_qdq_model(graph):
             graph = _convert_prequantized(graph, target)
         elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
                  and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
@@ -123,6 +123,16 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
         rewritten = infer_shapes(rewritten)
     rewritten.toposort()
     return rewritten
+
+
+def _is_qdq_model(graph: Graph) -> bool:
+    """An ONNX-quantised model: QLinearConv, or weights stored as int8 behind a
+    DequantizeLinear. retarget's own multiplier + shift graphs also hold QuantizeLinear /
+    DequantizeLinear, but only at the float edges of activations, so they are not converted
+    (again)."""
+    return any(n.op == "QLinearConv" or (n.op == "DequantizeLinear" and n.inputs[0].is_const)
+               for n in graph.nodes) or (any(n.op in QDQ_OPS for n in graph.nodes) and not any(
+        n.op in ("RequantizeMul", "QAddMul", "Requantize") for n in graph.nodes))
 
 
 def _convert_prequantized(graph: Graph, target: Target) -> Graph:
