@@ -260,13 +260,16 @@ class _Compiler:
             kh, kw, sh, sw, pads = f["src_h"], f["src_w"], 1, 1, (0, 0, 0, 0)
         else:
             a = resolve_attrs(n)
-            if a.get("ceil_mode") or a.get("auto_pad", "NOTSET") != "NOTSET" or \
+            if a.get("auto_pad", "NOTSET") != "NOTSET" or \
                     any(d != 1 for d in (a.get("dilations") or [1, 1])):
-                raise CompileError(f"{_where(n)}: the PDP pools without ceil_mode, auto_pad "
-                                   f"or dilation")
+                raise CompileError(f"{_where(n)}: the PDP pools without auto_pad or dilation")
             (kh, kw), (sh, sw) = a["kernel_shape"], a.get("strides") or [1, 1]
             pads = tuple(a.get("pads") or (0, 0, 0, 0))
         y = n.outputs[0].type.shape
+        # ceil_mode's extra output row / column is a window over the end padding, which max
+        # pooling ignores: the same as floor mode with that padding made explicit
+        pads = (pads[0], pads[1], max(pads[2], (y[2] - 1) * sh + kh - f["src_h"] - pads[0]),
+                max(pads[3], (y[3] - 1) * sw + kw - f["src_w"] - pads[1]))
         f.update(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_t=pads[0],
                  pad_l=pads[1], pad_b=pads[2], pad_r=pads[3], dst_c=y[1], dst_h=y[2],
                  dst_w=y[3])

@@ -94,9 +94,9 @@ def _maxpool_rule(t: Target, node: Node, graph: Graph) -> Support:
         a = resolve_attrs(node)
         if len(node.outputs) > 1 and graph.consumers().get(node.outputs[1]):
             return Support.no(f"MaxPool '{node.name}': its Indices output is used")
-        if a.get("ceil_mode") or a.get("auto_pad", "NOTSET") != "NOTSET" or \
+        if a.get("auto_pad", "NOTSET") != "NOTSET" or \
                 any(d != 1 for d in (a.get("dilations") or [1, 1])):
-            return Support.no(f"MaxPool '{node.name}': ceil_mode / auto_pad / dilation")
+            return Support.no(f"MaxPool '{node.name}': auto_pad / dilation")
     return Support.yes("PDP max pooling")
 
 
