@@ -154,4 +154,5 @@ def test_counters_on_a_network(compiled):
         convs = [n for n in r.nodes if n.op in ("Conv", "Gemm", "MatMul")]
         assert c["macs"] == r.macs
         assert c["layers_conv"] == len(convs)
-        assert c["layers_pdp"] == sum(n.op in ("MaxPool", "GlobalMaxPool") for n in r.nodes)
+        assert c["layers_pdp"] == sum(n.op in ("MaxPool", "GlobalMaxPool", "SumPool")
+                                      for n in r.nodes)

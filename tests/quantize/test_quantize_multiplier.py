@@ -58,7 +58,9 @@ def test_multiplier_graph_uses_only_multiplier_ops(resnet):
     ops = [n.op for n in q.graph.nodes]
     assert not POW2_OPS & set(ops)
     assert all(n.attrs.get("shift") == 0 for n in q.graph.nodes if n.op == "Requantize")
-    assert ops.count("QAddMul") == 8 and ops.count("RequantizeMul") == 21  # 20 convs + fc
+    # 20 convs + fc + the global average pool (SumPool, then the converter divides)
+    assert ops.count("QAddMul") == 8 and ops.count("RequantizeMul") == 22
+    assert ops.count("SumPool") == 1 and "GlobalAveragePool" not in ops
     assert "BatchNormalization" not in ops and "Relu" not in ops
     # names stay traceable, as in the pow2 format
     names = {n.name for n in q.graph.nodes}
@@ -282,3 +284,42 @@ def test_multiplier_shift_common_gives_one_shift(ratios):
     assert abs(float(m[top]) * 2.0 ** -int(s[top]) - ratios[top]) <= ratios[top] * 2.0 ** -14
     err = np.abs(m * 2.0 ** -s.astype(np.float64) - np.asarray(ratios))
     assert np.all(err <= 2.0 ** -s.astype(np.float64))
+
+
+def _pool_graph(attrs: dict) -> Graph:
+    """input -> Conv 3x3 -> AveragePool(attrs) -> output, float32, 8 channels of 9x9."""
+    rng = np.random.default_rng(3)
+    x = Value("x", TensorType((1, 4, 9, 9), "float32"))
+    w = constant("w", rng.standard_normal((8, 4, 3, 3)).astype(np.float32))
+    c, y = Value("c"), Value("y")
+    nodes = [Node("Conv", "conv", [x, w], [c], {"pads": [1, 1, 1, 1]}),
+             Node("AveragePool", "pool", [c], [y], attrs)]
+    return infer_shapes(Graph(nodes, [x], [y]))
+
+
+@pytest.mark.parametrize("attrs", [
+    {"kernel_shape": [3, 3], "strides": [2, 2]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1},
+    {"kernel_shape": [2, 2], "strides": [1, 1]}])
+def test_average_pool_is_integer_sum_then_multiplier(attrs):
+    g = _pool_graph(attrs)
+    rng = np.random.default_rng(5)
+    calib, test = (rng.standard_normal((n, 1, 4, 9, 9)).astype(np.float32) for n in (8, 4))
+    q = quantize(g, list({"x": c} for c in calib), scales="multiplier")
+    ops = [n.op for n in q.nodes]
+    assert "AveragePool" not in ops and ops.count("SumPool") == 1
+    pool = next(n for n in q.nodes if n.op == "SumPool")
+    assert pool.name == "pool" and pool.outputs[0].type.dtype == "int32"
+    (rq,) = [n for n in q.nodes if n.name == "pool/requant"]
+    assert rq.op == "RequantizeMul"
+    for t in test:
+        assert rel_error(run_graph(g, {"x": t})["y"], run_graph(q, {"x": t})["y"]) < 0.08
+
+
+def test_average_pool_with_uncounted_padding_stays_float():
+    # the divisor differs at the border: not one multiplier
+    g = _pool_graph({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 0})
+    q = quantize(g, {"x": np.ones((1, 4, 9, 9), np.float32)}, scales="multiplier")
+    assert "AveragePool" in [n.op for n in q.nodes] and "SumPool" not in [n.op for n in q.nodes]
+    p2 = quantize(_pool_graph({"kernel_shape": [2, 2]}), {"x": np.ones((1, 4, 9, 9), np.float32)})
+    assert "SumPool" not in [n.op for n in p2.nodes]          # pow2 unchanged

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import InputError, ShapeError, UnsupportedOpError
 from ..ir.types import TensorType
 from .common import broadcast_shapes
-from .nn import _conv_macs, conv, conv_window
+from .nn import _conv_macs, conv, conv_window, exact_int32, pad_spatial
 from .registry import REQUIRED, OpDef, register
 
 ROUNDINGS = ("half_up", "half_even")
@@ -397,6 +397,33 @@ register(OpDef("QAddMul", qadd_mul, _qadd_mul_infer,
                           hi=INT8_MAX, rounding="half_up", dtype="int8"),
                num_inputs=(2, 2),
                doc="element-wise add at any scales: (a*mul_a + b*mul_b) >> shift, saturated"))
+
+
+# ---- SumPool: the integer half of average pooling --------------------------------------------
+def sum_pool(x, *, kernel_shape, strides, pads):
+    """int -> int32: the sum of each window (zero padding), exactly. Average pooling in the
+    multiplier + shift format is SumPool then RequantizeMul by s_x / (window size * s_y)."""
+    from .pool import pool_window
+    win = pool_window("SumPool", x.shape, kernel_shape, strides, None, pads, "NOTSET", 0)
+    xp = pad_spatial(np.asarray(x).astype(np.int64), win.pads_begin, win.pads_end, 0)
+    total = np.zeros(x.shape[:2] + win.out, np.int64)
+    for tap in np.ndindex(*win.kernel):
+        total += xp[(slice(None), slice(None)) + win.tap_slices(tap)]
+    return exact_int32(total, "SumPool")
+
+
+def _sum_pool_infer(attrs, types, consts):
+    from .pool import pool_window
+    x = types[0]
+    _need_int("SumPool", x)
+    win = pool_window("SumPool", x.shape, attrs["kernel_shape"], attrs["strides"], None,
+                      attrs["pads"], "NOTSET", 0)
+    return [TensorType(x.shape[:2] + win.out, "int32")]
+
+
+register(OpDef("SumPool", sum_pool, _sum_pool_infer,
+               attrs=dict(kernel_shape=REQUIRED, strides=None, pads=None),
+               doc="int -> int32 window sums (zero padding): average pooling's integer part"))
 
 
 # ---- ONNX QuantizeLinear / DequantizeLinear / QLinearConv (any scale) ----------------------------

@@ -310,11 +310,16 @@ class _Rewriter:
             if id(node) in self.absorbed:
                 continue
             handler = {"Conv": self._weight_op, "Gemm": self._weight_op,
-                       "MatMul": self._weight_op, "Add": self._add, "Clip": self._clip}.get(
+                       "MatMul": self._weight_op, "Add": self._add, "Clip": self._clip,
+                       **self.extra_handlers()}.get(
                 node.op, self._pass_through if node.op in PASS_THROUGH else self._float)
             if not handler(node):
                 self._float(node)
         self.outputs = [self.fl(v) for v in self.g.outputs]
+
+    def extra_handlers(self) -> dict:
+        """Ops only this format rewrites into integers (op -> handler)."""
+        return {}
 
     def _float(self, node: Node) -> bool:
         """Keep the node in float; inputs are dequantised where they exist only as integers."""
@@ -593,6 +598,33 @@ class _MultiplierRewriter(_Rewriter):
         m, s = multiplier_shift(scale / target)
         return self._emit("RequantizeMul", name, [qv], f"{qv.name}_aligned",
                           multiplier=int(m), shift=int(s))
+
+    def extra_handlers(self) -> dict:
+        # Dividing by the window is a multiplier: average pooling stays integer here, where
+        # a power-of-two format could divide exactly only by windows of 2**k elements.
+        return {"AveragePool": self._average_pool, "GlobalAveragePool": self._average_pool}
+
+    def _average_pool(self, node: Node) -> bool:
+        """AveragePool / GlobalAveragePool of an int8 map -> SumPool (int32 window sums)
+        then RequantizeMul by s_x / (window * s_y). Only where the divisor is the same for
+        every window: no padding, or padding counted (count_include_pad), no ceil_mode."""
+        x = node.inputs[0]
+        if id(x) not in self.qmap or x.type is None or x.type.rank != 4:
+            return False
+        if node.op == "GlobalAveragePool":
+            kernel, strides, pads = list(x.type.shape[2:]), None, None
+        else:
+            a = node.attrs
+            if a.get("ceil_mode", 0) or a.get("auto_pad", "NOTSET") != "NOTSET" or \
+                    any(d != 1 for d in a.get("dilations") or [1, 1]) or \
+                    (any(a.get("pads") or [0]) and not a.get("count_include_pad", 0)):
+                return False
+            kernel, strides, pads = list(a["kernel_shape"]), a.get("strides"), a.get("pads")
+        xq, sx = self.qmap[id(x)]
+        acc = self._emit("SumPool", node.name, [xq], f"{node.outputs[0].name}_acc",
+                         replaces=True, kernel_shape=kernel, strides=strides, pads=pads)
+        self._requantize(node, acc, sx / float(np.prod(kernel)), node.outputs[0])
+        return True
 
 
 _REWRITERS: dict[str, type[_Rewriter]] = {"pow2": _Pow2Rewriter,

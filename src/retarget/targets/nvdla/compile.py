@@ -13,7 +13,9 @@ canonical graph (retarget's IR), maps the graph onto NVDLA's engines and writes 
   shifts and clips; a QAddMul reading that output is fused in as the SDP's element-wise
   stage (its other operand read from memory), and so is a ReLU folded into the clip range;
 - QAddMul, RequantizeMul, Requantize and Relu on int8 maps alone -> an SDP layer;
-- MaxPool / GlobalMaxPool -> a PDP layer;
+- MaxPool / GlobalMaxPool -> a PDP layer; SumPool and its RequantizeMul (average pooling
+  in the multiplier format) -> a PDP layer that sums each window and leaves through the
+  converter;
 - Concat along channels -> no layer where the producers can write their channel slice of
   the concatenated map in place, else an SDP copy of the input into its slice;
 - Flatten / Reshape / Squeeze / Unsqueeze / Identity -> no layer: a second address naming
@@ -41,7 +43,7 @@ from ...ops.registry import resolve_attrs
 from ..external.export import read_document
 from .config import HARDWARE_FIELDS, NvdlaConfig, load_config
 from .loadable import (ALIGN, CONV, HALF_EVEN, HAS_CVT, HAS_EW, LAYER_DTYPE, MAX_POOL, NONE,
-                       PDP, SDP, Address, Loadable, Memory)
+                       PDP, SDP, SUM_POOL, Address, Loadable, Memory)
 
 VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
 ACCUMULATING = ("Conv", "Gemm", "MatMul")
@@ -95,7 +97,7 @@ class _Compiler:
                 self._accumulate(n)
             elif n.op in ("QAddMul", "Relu") + REQUANT_OPS:
                 self._sdp(n)
-            elif n.op in ("MaxPool", "GlobalMaxPool"):
+            elif n.op in ("MaxPool", "GlobalMaxPool", "SumPool"):
                 self._pdp(n)
             elif n.op == "Concat":
                 self._concat(n)
@@ -255,9 +257,14 @@ class _Compiler:
     def _pdp(self, n: Node) -> None:
         x = n.inputs[0]
         f = _blank()
-        f.update(op=PDP, flags=MAX_POOL, **self._map_fields(n, x))
+        f.update(op=PDP, flags=SUM_POOL if n.op == "SumPool" else MAX_POOL,
+                 **self._map_fields(n, x))
         if n.op == "GlobalMaxPool":
             kh, kw, sh, sw, pads = f["src_h"], f["src_w"], 1, 1, (0, 0, 0, 0)
+        elif n.op == "SumPool":
+            a = resolve_attrs(n)
+            (kh, kw), (sh, sw) = a["kernel_shape"], a.get("strides") or [1, 1]
+            pads = tuple(a.get("pads") or (0, 0, 0, 0))
         else:
             a = resolve_attrs(n)
             if a.get("auto_pad", "NOTSET") != "NOTSET" or \
@@ -268,12 +275,22 @@ class _Compiler:
         y = n.outputs[0].type.shape
         # ceil_mode's extra output row / column is a window over the end padding, which max
         # pooling ignores: the same as floor mode with that padding made explicit
-        pads = (pads[0], pads[1], max(pads[2], (y[2] - 1) * sh + kh - f["src_h"] - pads[0]),
-                max(pads[3], (y[3] - 1) * sw + kw - f["src_w"] - pads[1]))
+        if n.op != "SumPool":
+            pads = (pads[0], pads[1], max(pads[2], (y[2] - 1) * sh + kh - f["src_h"] - pads[0]),
+                    max(pads[3], (y[3] - 1) * sw + kw - f["src_w"] - pads[1]))
         f.update(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_t=pads[0],
                  pad_l=pads[1], pad_b=pads[2], pad_r=pads[3], dst_c=y[1], dst_h=y[2],
                  dst_w=y[3])
-        self._add_layer(_Layer(f, src=x.name, nodes=[n]), n.outputs[0].name)
+        layer = _Layer(f, src=x.name, nodes=[n])
+        out = n.outputs[0]
+        if n.op == "SumPool":       # the window sums leave the PDP through the converter
+            rq = self._sole_user(out)
+            if rq is None or rq.op not in REQUANT_OPS:
+                raise CompileError(f"{_where(n)}: its int32 sums must go to one RequantizeMul")
+            self._converter(layer, rq, y[1])
+            self.done.add(id(rq))
+            out = rq.outputs[0]
+        self._add_layer(layer, out.name)
 
     def _concat(self, n: Node) -> None:
         out = n.outputs[0]

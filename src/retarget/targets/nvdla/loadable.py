@@ -32,7 +32,7 @@ ALIGN = 32                      # every address in a memory is aligned to this (
 CONV, SDP, PDP = 1, 2, 3
 ENGINES = {CONV: "CONV", SDP: "SDP", PDP: "PDP"}
 # flags
-HAS_CVT, HAS_EW, HALF_EVEN, MAX_POOL = 1, 2, 4, 8
+HAS_CVT, HAS_EW, HALF_EVEN, MAX_POOL, SUM_POOL = 1, 2, 4, 8, 16
 NONE = -1                       # an absent address or dependency
 
 # One hardware layer: the convolution core + SDP (CONV), SDP alone or PDP. Every field is an
@@ -300,4 +300,4 @@ def validate(ld: Loadable) -> None:
 
 __all__ = ["ADDRESS_FIELDS", "Address", "CONV", "ENGINES", "HAS_CVT", "HAS_EW", "HALF_EVEN",
            "LAYER_BYTES", "LAYER_DTYPE", "LAYER_FIELDS", "Loadable", "LoadableError", "MAX_POOL",
-           "Memory", "NONE", "PDP", "SDP"]
+           "Memory", "NONE", "PDP", "SDP", "SUM_POOL"]

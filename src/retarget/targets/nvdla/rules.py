@@ -12,6 +12,8 @@ from ..base import Support, Target
 
 REQUANT_OPS = ("RequantizeMul", "Requantize")
 ACCUMULATING = ("Conv", "Gemm", "MatMul")
+# int32 results that only the converter following them may turn into int8
+WIDE = ACCUMULATING + ("SumPool",)
 
 
 def converter_problem(node: Node) -> str | None:
@@ -60,7 +62,7 @@ def _map_problem(node: Node, values) -> str | None:
 
 def _requant_rule(t: Target, node: Node, graph: Graph) -> Support:
     src = graph.producers().get(node.inputs[0])
-    if src is not None and src.op in ACCUMULATING:
+    if src is not None and src.op in WIDE:
         if t.supports(src, graph).ok:
             return Support.yes(f"the output converter of {src.op} '{src.name}'")
         return Support.no(f"requantises {src.op} '{src.name}', which runs on cpu")
@@ -100,6 +102,16 @@ def _maxpool_rule(t: Target, node: Node, graph: Graph) -> Support:
     return Support.yes("PDP max pooling")
 
 
+def _sum_pool_rule(t: Target, node: Node, graph: Graph) -> Support:
+    x = node.inputs[0]
+    if not int8(x) or x.type.rank != 4:
+        return Support.no(f"SumPool '{node.name}': the PDP pools int8 NCHW maps, got {x.type}")
+    rq = sole_consumer(graph, node.outputs[0])
+    if rq is None or rq.op not in REQUANT_OPS or converter_problem(rq):
+        return Support.no(f"SumPool '{node.name}': its int32 sums must go to one converter")
+    return Support.yes("PDP average pooling (window sums, then the converter divides)")
+
+
 def _concat_rule(t: Target, node: Node, graph: Graph) -> Support:
     y = node.outputs[0]
     if not int8(y) or y.type.rank != 4 or resolve_attrs(node)["axis"] not in (1, -3):
@@ -116,25 +128,26 @@ def _view_rule(t: Target, node: Node, graph: Graph) -> Support:
 RULES = {"Conv": _accumulator_rule, "Gemm": _accumulator_rule, "MatMul": _accumulator_rule,
          "RequantizeMul": _requant_rule, "Requantize": _requant_rule, "QAddMul": _qadd_rule,
          "Relu": _relu_rule, "MaxPool": _maxpool_rule, "GlobalMaxPool": _maxpool_rule,
+         "SumPool": _sum_pool_rule,
          "Concat": _concat_rule, "Flatten": _view_rule, "Reshape": _view_rule,
          "Squeeze": _view_rule, "Unsqueeze": _view_rule, "Identity": _view_rule}
 
 
 def split_accumulators(nodes: list[Node], graph: Graph) -> dict[str, str]:
-    """Nodes to move to the CPU because a conv/dense and the converter of its int32
-    accumulator would land in different regions (nvdla hands int8 only to the host)."""
+    """Nodes to move to the CPU because a conv/dense/sum-pool and the converter of its int32
+    result would land in different regions (nvdla hands int8 only to the host)."""
     here = {id(n) for n in nodes}
     producers = graph.producers()
     refused = {}
     for n in nodes:
-        if n.op in ACCUMULATING:
+        if n.op in WIDE:
             rq = sole_consumer(graph, n.outputs[0])
             if rq is None or id(rq) not in here:
                 refused[n.name] = (f"{n.op} '{n.name}': its converter runs on cpu, and nvdla "
                                    f"cannot hand an int32 accumulator to the host")
         elif n.op in REQUANT_OPS:
             src = producers.get(n.inputs[0])
-            if src is not None and src.op in ACCUMULATING and id(src) not in here:
+            if src is not None and src.op in WIDE and id(src) not in here:
                 refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
     return refused
 

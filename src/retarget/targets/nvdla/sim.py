@@ -22,7 +22,7 @@ from ...ops.registry import OPS
 from ..accel.reference import run_op
 from .config import NvdlaConfig
 from .loadable import (CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, LAYER_BYTES, LAYER_DTYPE,
-                       NONE, PDP, SDP)
+                       MAX_POOL, NONE, PDP, SDP, SUM_POOL)
 
 
 @dataclass(slots=True)
@@ -163,11 +163,17 @@ class Simulator:
 
     def _pdp(self, i, rec, c: Counters) -> np.ndarray:
         x = self._src(i, rec, c)
-        pads = [int(rec[f]) for f in ("pad_t", "pad_l", "pad_b", "pad_r")]
-        return OPS["MaxPool"].run([x], dict(
-            OPS["MaxPool"].attrs, kernel_shape=[int(rec["kernel_h"]), int(rec["kernel_w"])],
-            strides=[int(rec["stride_h"]), int(rec["stride_w"])], pads=pads),
-            num_outputs=1)[0]
+        window = dict(kernel_shape=[int(rec["kernel_h"]), int(rec["kernel_w"])],
+                      strides=[int(rec["stride_h"]), int(rec["stride_w"])],
+                      pads=[int(rec[f]) for f in ("pad_t", "pad_l", "pad_b", "pad_r")])
+        flags = int(rec["flags"])
+        if flags & MAX_POOL:
+            return OPS["MaxPool"].run([x], dict(OPS["MaxPool"].attrs, **window),
+                                      num_outputs=1)[0]
+        if flags & SUM_POOL:       # average pooling: window sums, then the converter
+            return self._sdp_stages(i, rec, run_op("SumPool", x, **window), c)
+        raise DeviceError(f"nvdla: layer {i}: a PDP layer must max- or sum-pool "
+                          f"(flags {flags:#x})")
 
 
 __all__ = ["Counters", "LayerDump", "Simulator"]
