@@ -84,11 +84,15 @@ class StreamKernel(Kernel):
     program_class: ClassVar[type] = type(None)
 
     def __init__(self, name: str, program, inputs: list[Binding], outputs: list[Binding],
-                 constants: dict[str, np.ndarray], layers: Sequence[LayerInfo] = ()):
+                 constants: dict[str, np.ndarray], layers: Sequence[LayerInfo] = (),
+                 maps: Sequence[Binding] = ()):
         self.name, self.program = name, program
         self.inputs, self.outputs, self.constants = inputs, outputs, constants
         self.layers: list[LayerInfo] = list(layers)
-        for b in inputs + outputs:
+        # Intermediate values with a DRAM buffer of their own, in the order the stream
+        # writes them: what `layer_outputs` reads back for --per-layer.
+        self.maps: list[Binding] = list(maps)
+        for b in inputs + outputs + self.maps:
             if b.buffer not in program.buffers:
                 raise TargetError(f"{self.label} kernel {name!r}: value {b.value!r} bound to "
                                   f"unknown DRAM buffer {b.buffer!r}")
@@ -168,6 +172,37 @@ class StreamKernel(Kernel):
             device.view(ptr, b.shape, np.int8)[...] = out
         return records
 
+    def run_arrays(self, device, inputs: Sequence[np.ndarray]) -> list:
+        """`run` on logical arrays (Region.inputs order) in fresh device allocations, freed
+        after; the outputs stay in the program's DRAM buffers for reading back."""
+        ptrs_in = []
+        for x in inputs:
+            p = device.malloc(max(1, x.nbytes))
+            device.copy_to_device(p, np.ascontiguousarray(x, np.int8))
+            ptrs_in.append(p)
+        ptrs_out = [device.malloc(max(1, int(np.prod(b.shape)))) for b in self.outputs]
+        try:
+            return self.run(device, ptrs_in, ptrs_out)
+        finally:
+            for p in ptrs_in + ptrs_out:
+                device.free(p)
+
+    def layer_outputs(self, device, inputs: Sequence[np.ndarray]) -> list:
+        """Per-layer debugging: run once, then read every intermediate value the stream left
+        in its own DRAM buffer (`maps`) and every output; values kept on chip (inside a
+        fused group) have no buffer and are not seen."""
+        if not self.maps:
+            raise NotImplementedError(f"{self.label} kernel {self.name!r} records no "
+                                      f"intermediate buffers (an artifact from before "
+                                      f"--per-layer, or a target that does not)")
+        loaded = self._loaded.get(id(device))
+        self.run_arrays(device, inputs)
+        out = []
+        for b in self.maps + self.outputs:
+            y = self.unpack_output(self._buffer_view(device, loaded, b.buffer), b.shape)
+            out.append((b.value, b.value, 0, np.array(y).reshape(_as_nchw(b.shape))))
+        return out
+
     # ---- artifact ---------------------------------------------------------------------------
     def save(self, directory: Path, weights: WeightStore) -> dict:
         """The program's own files (prefix "program"), kernel.json (bindings, layer info);
@@ -179,7 +214,8 @@ class StreamKernel(Kernel):
             weights[keys[buf]] = array
         doc = {"name": self.name, "inputs": [b.to_json() for b in self.inputs],
                "outputs": [b.to_json() for b in self.outputs], "constants": keys,
-               "layers": [info.to_json() for info in self.layers]}
+               "layers": [info.to_json() for info in self.layers],
+               "maps": [b.to_json() for b in self.maps]}
         (directory / "kernel.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         return {"kind": self.kind, "program": "program", "file": "kernel.json"}
 
@@ -196,6 +232,7 @@ class StreamKernel(Kernel):
                 raise ValueError("constants must map buffer names to weight names")
             # artifacts written before per-layer MACs were kept have no "layers"
             layers = [LayerInfo.from_json(d) for d in doc.get("layers", [])]
+            maps = [Binding.from_json(d) for d in doc.get("maps", [])]
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise ModelLoadError(f"{cls.label} kernel in {directory}: unreadable "
                                  f"({type(e).__name__}: {e})") from None
@@ -215,9 +252,14 @@ class StreamKernel(Kernel):
                                      f"{array.dtype}{list(array.shape)} does not match its "
                                      f"DRAM buffer {want}")
         try:
-            return cls(str(doc["name"]), program, inputs, outputs, consts, layers)
+            return cls(str(doc["name"]), program, inputs, outputs, consts, layers, maps)
         except TargetError as e:
             raise ModelLoadError(str(e)) from None
+
+
+def _as_nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """A logical map's shape as N, C, H, W ((rows, features) as rows x features x 1 x 1)."""
+    return tuple(shape) if len(shape) == 4 else (shape[0], int(np.prod(shape[1:])), 1, 1)
 
 
 __all__ = ["Binding", "LayerInfo", "StreamKernel"]

@@ -148,7 +148,19 @@ def lower_region(cfg: DNNVMConfig, region: Region, groups=()):
     if missing:
         raise TargetError(f"region {region.name!r}: outputs {missing} are not produced")
     bindings = [Binding(v.name, whole[id(v)][0].buffer, _nchw(v)) for v in region.outputs]
-    return DNNVMKernel(region.name, ctx.finish(), inputs, bindings, dict(ctx.constants), infos)
+    # every other value the stream writes to a whole buffer of its own, for --per-layer (a
+    # view such as Flatten shares its producer's buffer, whose layout is the producer's)
+    claimed = {b.buffer for b in bindings}
+    recorded = []
+    for n in region.nodes:
+        for v in n.outputs:
+            ms = [x for x in maps.get(id(v), [])
+                  if x.pixel == x.c and x.addr == ctx.b.buffers[x.buffer].offset]
+            if ms and ms[0].buffer not in claimed:
+                claimed.add(ms[0].buffer)
+                recorded.append(Binding(v.name, ms[0].buffer, _nchw(v)))
+    return DNNVMKernel(region.name, ctx.finish(), inputs, bindings, dict(ctx.constants), infos,
+                       recorded)
 
 
 def _emission_units(region: Region, groups, skip: set[int]):

@@ -42,18 +42,8 @@ class NvdlaKernel(StreamKernel):
         """Run the region on `inputs` (logical arrays, Region.inputs order) and return, per
         hardware layer in order, (layer name, graph value it computes, first channel, what
         it wrote): the value's channels [first, first + C) for a slice of a concatenation."""
-        ptrs_in = []
-        for b, x in zip(self.inputs, inputs):
-            p = device.malloc(max(1, x.nbytes))
-            device.copy_to_device(p, np.ascontiguousarray(x, np.int8))
-            ptrs_in.append(p)
-        ptrs_out = [device.malloc(max(1, int(np.prod(b.shape)))) for b in self.outputs]
-        try:
-            with device.capture() as dumps:
-                self.run(device, ptrs_in, ptrs_out)
-        finally:
-            for p in ptrs_in + ptrs_out:
-                device.free(p)
+        with device.capture() as dumps:
+            self.run_arrays(device, inputs)
         ld = self.program.loadable
         return [(ld.string(int(ld.layers[d.index]["name"])),
                  ld.string(int(ld.layers[d.index]["value"])), d.ch0, d.data) for d in dumps]
