@@ -13,7 +13,12 @@ the micro-op DRAM image and the DRAM layout (named buffers). It mirrors the publ
   that stage (LOAD INP / LOAD UOP / STORE OUT with x_size = 0);
 - finish() makes the compute module wait for the load and store modules, then appends FINISH.
 
-Stages are numbered as in the runtime: load = 1, compute = 2, store = 3.
+Stages are numbered as in the runtime: load = 1, compute = 2, store = 3; with the config's
+`alu_stage`, ALU instructions run on a fourth stage, alu = 4, and the tokens flow
+load <-> compute -> alu -> store -> compute (isa.token_flags). Two optional hooks let the
+lowering order the micro-op buffer between the compute module (which loads micro-ops) and the
+ALU module (which reads them): `before_uop_load()` runs before any LOAD UOP is built and
+`before_alu()` before any ALU instruction is built (after its micro-ops were made resident).
 """
 from __future__ import annotations
 
@@ -28,11 +33,13 @@ from ...errors import TargetError
 from ..accel.program import (DTYPES, DramBuffer, count, layout_from_json, layout_to_json,
                              read_buffer, write_buffers)
 from .config import PRESETS, VTAConfig
-from .isa import (ITER_BITS, NO_DEPS, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn, AluOp, Deps,
-                  FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType, Opcode, PAD_BITS, Uop,
-                  encode_stream, encode_uops, layout_for, stage_of, with_deps)
+from .isa import (ITER_BITS, NO_DEPS, STAGE_ALU, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn,
+                  AluOp, Deps, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType, Opcode,
+                  PAD_BITS, Uop, encode_stream, encode_uops, layout_for, stage_of, token_flags,
+                  with_deps)
 
-_STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store"}
+_STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store",
+                STAGE_ALU: "alu"}
 PAD_MAX = (1 << PAD_BITS) - 1
 _POP_DEPS = {(prev, nxt): Deps(pop_prev=prev, pop_next=nxt)
              for prev in (False, True) for nxt in (False, True)}
@@ -210,8 +217,13 @@ class StreamBuilder:
         self.layout = layout_for(self.cfg)
         self.insns: list[Insn] = []
         # pending pops per stage (index = stage number), attached to that stage's next insn
-        self._pending_prev = [False] * 4
-        self._pending_next = [False] * 4
+        self._pending_prev = [False] * 5
+        self._pending_next = [False] * 5
+        self.alu_stage = bool(self.cfg.alu_stage)
+        self._flags = token_flags(self.alu_stage)
+        self._alu_module = STAGE_ALU if self.alu_stage else STAGE_COMPUTE
+        self.before_uop_load = None     # hooks (see the module docstring); None: nothing
+        self.before_alu = None
         self.buffers: dict[str, DramBuffer] = {}
         self._dram_top = 0
         c = self.cfg
@@ -400,6 +412,8 @@ class StreamBuilder:
             if b < start + n and start < e:
                 del self._resident[other]
                 self.stats["uop_cache_evictions"] += 1
+        if self.before_uop_load is not None:
+            self.before_uop_load()
         idx = self._emit(MemInsn(Opcode.LOAD, self._pops(STAGE_COMPUTE), MemType.UOP, start,
                                  self._kernel_dram[key], 1, n, n))
         self._uop_loads.append(idx)
@@ -439,6 +453,8 @@ class StreamBuilder:
             if b < start + n and start < e:
                 del self._resident[other]
                 self.stats["uop_cache_evictions"] += 1
+        if self.before_uop_load is not None:
+            self.before_uop_load()
         idx = self._emit(MemInsn(Opcode.LOAD, self._pops(STAGE_COMPUTE), MemType.UOP, start,
                                  first, 1, n, n))
         self._uop_loads.append(idx)
@@ -479,23 +495,36 @@ class StreamBuilder:
         self._check_reach(what, kernel, MemType.ACC, use_wgt=False)
         bgn = self._make_resident(kernel)
         p = kernel.loop_params()
-        return self._emit(AluInsn(self._pops(STAGE_COMPUTE), False, bgn, bgn + len(kernel.uops),
+        if self.before_alu is not None:
+            self.before_alu()
+        return self._emit(AluInsn(self._pops(self._alu_module), False, bgn, bgn + len(kernel.uops),
                                   *p[:6], op, imm is not None, 0 if imm is None else int(imm)))
 
     # ---- dependency tokens -----------------------------------------------------------------
-    @staticmethod
-    def _check_stages(frm: int, to: int, what: str) -> None:
-        if frm not in _STAGE_NAMES or to not in _STAGE_NAMES or abs(frm - to) != 1:
-            raise TargetError(f"{what}({frm}, {to}): tokens flow only between adjacent stages "
-                              "load=1 <-> compute=2 <-> store=3")
+    def _check_stages(self, frm: int, to: int, what: str) -> tuple[str, str]:
+        """(push flag, pop flag) of the queue from `frm` to `to`."""
+        try:
+            return self._flags[frm, to]
+        except KeyError:
+            pass
+        if self.alu_stage:
+            raise TargetError(f"{what}({frm}, {to}): with the ALU stage, tokens flow only "
+                              "load=1 <-> compute=2 -> alu=4 -> store=3 -> compute=2")
+        raise TargetError(f"{what}({frm}, {to}): tokens flow only between adjacent stages "
+                          "load=1 <-> compute=2 <-> store=3")
 
     def _noop(self, stage: int, push_prev: bool = False, push_next: bool = False,
               pop_prev: bool = False, pop_next: bool = False) -> int:
         """A token carrier: a 2-D transfer of zero elements on `stage`'s module."""
+        self.stats["token_noops"] += 1
+        deps = Deps(pop_prev, pop_next, push_prev, push_next)
+        if stage == STAGE_ALU:     # an ALU instruction over no micro-ops: no work, no uop read
+            insn = AluInsn(deps, False, 0, 0, 1, 1, 0, 0, 0, 0, AluOp.MIN, True, 0)
+            self.insns.append(insn)
+            return len(self.insns) - 1
         opcode = Opcode.STORE if stage == STAGE_STORE else Opcode.LOAD
         mtype = {STAGE_LOAD: MemType.INP, STAGE_COMPUTE: MemType.UOP, STAGE_STORE: MemType.OUT}[stage]
-        self.stats["token_noops"] += 1
-        insn = MemInsn(opcode, Deps(pop_prev, pop_next, push_prev, push_next), mtype, 0, 0, 0, 0, 0)
+        insn = MemInsn(opcode, deps, mtype, 0, 0, 0, 0, 0)
         self.insns.append(insn)
         return len(self.insns) - 1
 
@@ -507,8 +536,8 @@ class StreamBuilder:
 
     def dep_pop(self, frm: int, to: int) -> None:
         """The next instruction of stage `to` waits for (and consumes) a token from `frm`."""
-        self._check_stages(frm, to, "dep_pop")
-        pending = self._pending_prev if frm < to else self._pending_next
+        _, pop_flag = self._check_stages(frm, to, "dep_pop")
+        pending = self._pending_prev if pop_flag == "pop_prev" else self._pending_next
         if pending[to]:
             # Two pops of the same queue cannot share one instruction: flush the first.
             self._commit_pending_pop(to)
@@ -516,14 +545,13 @@ class StreamBuilder:
 
     def dep_push(self, frm: int, to: int) -> None:
         """Stage `frm` sends a token to `to` after its latest instruction."""
-        self._check_stages(frm, to, "dep_push")
+        flag, _ = self._check_stages(frm, to, "dep_push")
         if self._finished:
             raise TargetError("the stream is finished; start a new StreamBuilder")
         self._commit_pending_pop(frm)
-        flag = "push_next" if frm < to else "push_prev"
         if self.insns:
             last = self.insns[-1]
-            if stage_of(last) == frm and not isinstance(last, FinishInsn) \
+            if stage_of(last, self.alu_stage) == frm and not isinstance(last, FinishInsn) \
                     and not getattr(last.deps, flag):
                 self.insns[-1] = with_deps(last, **{flag: True})
                 return
@@ -534,6 +562,12 @@ class StreamBuilder:
         """Make compute wait for load and store to drain, append FINISH, return the Program."""
         if self._finished:
             raise TargetError("finish() called twice")
+        if self.alu_stage:
+            # The ALU module drains into the store module, which drains into compute below.
+            self._commit_pending_pop(STAGE_ALU)
+            if any(stage_of(i, True) == STAGE_ALU for i in self.insns):
+                self.dep_push(STAGE_ALU, STAGE_STORE)
+                self.dep_pop(STAGE_ALU, STAGE_STORE)
         for stage in (STAGE_LOAD, STAGE_STORE):
             self._commit_pending_pop(stage)
         self.dep_push(STAGE_STORE, STAGE_COMPUTE)

@@ -44,6 +44,10 @@ class VTAConfig(ConfigFields):
     # modelled time on vta is weighed (rules.py). The VTA paper's Fig. 16: the Pynq's
     # Cortex-A9 (667 MHz) took over 3 s for ResNet-18's ~1.8 G conv MACs, 40x slower than VTA.
     host_gmacs: float = 0.6
+    # The alu_stage variant (docs/cycle-model.md, "The alu_stage variant"): ALU instructions
+    # run on a fourth module, fed by a token queue from the compute (GEMM) module, so the
+    # requantisation of one tile overlaps the GEMMs of the next. False: the published design.
+    alu_stage: bool = False
     name: str = "pynq"
 
     def __post_init__(self):
@@ -143,6 +147,8 @@ def validate(c: VTAConfig) -> None:
               "cmd_queue_depth"):
         if not isinstance(getattr(c, f), int) or getattr(c, f) < 0:
             bad(f"{f}={getattr(c, f)!r} must be a non-negative integer")
+    if not isinstance(c.alu_stage, bool):
+        bad(f"alu_stage={c.alu_stage!r} must be true or false")
     if c.cmd_queue_depth < 1 or c.alu_ii < 1:
         bad("cmd_queue_depth and alu_ii must be at least 1")
 
@@ -157,6 +163,8 @@ PRESETS: dict[str, VTAConfig] = {
     "1x64": VTAConfig(log_block_in=6, log_block_out=6, log_inp_buff_size=17,
                       log_wgt_buff_size=22, log_acc_buff_size=19, bus_bytes=16, name="1x64"),
     "2x16": VTAConfig(log_batch=1, log_inp_buff_size=16, log_acc_buff_size=18, name="2x16"),
+    # pynq with the requantisation ALU in its own pipeline stage (a variant, not a board)
+    "pynq_alu": VTAConfig(alu_stage=True, name="pynq_alu"),
 }
 
 
@@ -168,6 +176,6 @@ def preset(name: str) -> VTAConfig:
 
 
 def load_config(spec: str | None) -> VTAConfig:
-    """A preset name (pynq, ultra96, 1x32, 1x64, 2x16) or the path of a JSON file of config
+    """A preset name (pynq, ultra96, 1x32, 1x64, 2x16, pynq_alu) or the path of a JSON file of config
     fields (as written by VTAConfig.to_dict); None means the default (pynq)."""
     return config_from_spec(VTAConfig, PRESETS, "pynq", spec)

@@ -8,6 +8,11 @@ that whenever two instructions of *different* modules touch the same SRAM entry 
 it (load module writes INP/WGT that compute reads; compute writes ACC that store reads), the
 earlier one in program order is guaranteed to finish before the later one starts.
 It looks only at indices (no data), so it runs in a fraction of a simulation's time.
+
+With the config's `alu_stage`, ALU instructions run on a fourth module (alu) and the queues are
+those of isa.dep_queues(True); the micro-op buffer then becomes a cross-module resource too
+(the compute module's LOAD UOP writes what the ALU module's instructions read), so it is
+checked like INP/WGT/ACC (in the published design both are on the compute module).
 """
 from __future__ import annotations
 
@@ -16,12 +21,14 @@ import numpy as np
 from ...errors import TargetError
 from .builder import Program
 from .disasm import format_insn
-from .isa import (AluInsn, FinishInsn, GemmInsn, MemInsn, MemType, Opcode, decode_uops,
-                  layout_for, stage_of)
+from .isa import (QUEUE_NAMES, AluInsn, FinishInsn, GemmInsn, MemInsn, MemType, Opcode,
+                  decode_uops, dep_queues, layout_for, stage_of)
 
 # queue of each flag, per stage: (pop_prev, pop_next, push_prev, push_next)
 _QUEUES = {1: (None, "g2l", None, "l2g"), 2: ("l2g", "s2g", "g2l", "g2s"),
            3: ("g2s", None, "s2g", None)}
+_STAGE_MODULE = {1: "load", 2: "compute", 3: "store", 4: "alu"}
+_QUEUES_ALU = {st: dep_queues(True)[m] for st, m in _STAGE_MODULE.items()}
 _FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
 
 
@@ -29,30 +36,34 @@ class HazardError(TargetError):
     """Two instructions of different modules conflict on an SRAM entry without a token path."""
 
 
-def _happens_before(insns) -> tuple[list[int], list[int], list[list[int]]]:
-    """(stage, index within its module, vector clock) per instruction. clock[m] is the highest
-    index within module m known to have finished before the instruction starts (-1: none)."""
-    stage = [stage_of(i) for i in insns]
-    pos, count = [], {1: 0, 2: 0, 3: 0}
+def _happens_before(insns, alu_stage: bool = False
+                    ) -> tuple[list[int], list[int], list[list[int]]]:
+    """(stage, index within its module, vector clock) per instruction. clock[m - 1] is the
+    highest index within module m known to have finished before the instruction starts (-1:
+    none)."""
+    stages = (1, 2, 3, 4) if alu_stage else (1, 2, 3)
+    queues = _QUEUES_ALU if alu_stage else _QUEUES
+    stage = [stage_of(i, alu_stage) for i in insns]
+    pos, count = [], dict.fromkeys(stages, 0)
     for s in stage:
         pos.append(count[s])
         count[s] += 1
     # k-th push of queue q -> the pushing instruction; resolved lazily by replaying in a
     # module-interleaved order that respects tokens (a topological order).
-    pushes: dict[str, list[int]] = {q: [] for q in ("l2g", "g2l", "g2s", "s2g")}
+    pushes: dict[str, list[int]] = {q: [] for q in QUEUE_NAMES}
     popped = {q: 0 for q in pushes}
-    per_module = {m: [i for i, s in enumerate(stage) if s == m] for m in (1, 2, 3)}
-    heads = {1: 0, 2: 0, 3: 0}
+    per_module = {m: [i for i, s in enumerate(stage) if s == m] for m in stages}
+    heads = dict.fromkeys(stages, 0)
     clock: list[list[int] | None] = [None] * len(insns)
-    last = {1: [-1, -1, -1], 2: [-1, -1, -1], 3: [-1, -1, -1]}
+    last = {m: [-1] * len(stages) for m in stages}
     progress = True
     while progress:
         progress = False
-        for m in (1, 2, 3):
+        for m in stages:
             while heads[m] < len(per_module[m]):
                 i = per_module[m][heads[m]]
                 d = insns[i].deps
-                pops = [_QUEUES[m][k] for k in range(2) if getattr(d, _FLAGS[k])]
+                pops = [queues[m][k] for k in range(2) if getattr(d, _FLAGS[k])]
                 if any(len(pushes[q]) <= popped[q] for q in pops if q):
                     break
                 vc = list(last[m])
@@ -65,14 +76,14 @@ def _happens_before(insns) -> tuple[list[int], list[int], list[list[int]]]:
                     vc[stage[src] - 1] = max(vc[stage[src] - 1], pos[src])
                 clock[i] = vc
                 for k in (2, 3):
-                    q = _QUEUES[m][k]
+                    q = queues[m][k]
                     if getattr(d, _FLAGS[k]) and q:
                         pushes[q].append(i)
                 last[m] = list(vc)
                 last[m][m - 1] = pos[i]
                 heads[m] += 1
                 progress = True
-    stuck = [per_module[m][heads[m]] for m in (1, 2, 3) if heads[m] < len(per_module[m])]
+    stuck = [per_module[m][heads[m]] for m in stages if heads[m] < len(per_module[m])]
     if stuck:
         raise HazardError("token deadlock: blocked at " + ", ".join(
             f"instruction {i} ({format_insn(insns[i])})" for i in stuck))
@@ -84,16 +95,20 @@ def check_hazards(prog: Program) -> int:
     cross-module conflicts found ordered."""
     cfg = prog.config
     insns = prog.insns
-    stage, pos, clock = _happens_before(insns)
+    alu_stage = bool(getattr(cfg, "alu_stage", False))
+    stages = (1, 2, 3, 4) if alu_stage else (1, 2, 3)
+    stage, pos, clock = _happens_before(insns, alu_stage)
     layout = layout_for(cfg)
     uop_d, uop_s, uop_w = decode_uops(prog.uops, layout)
     uop_sram = np.zeros((3, cfg.uop_depth), dtype=np.int64)
     uop_base = prog.uop_base // 4
     depth = {"inp": cfg.inp_depth, "wgt": cfg.wgt_depth, "acc": cfg.acc_depth}
+    if alu_stage:
+        depth["uop"] = cfg.uop_depth
     # per buffer entry: last writer (stage, pos) and, per stage, the latest reader since then
     lw_stage = {b: np.zeros(n, np.int64) for b, n in depth.items()}
     lw_pos = {b: np.full(n, -1, np.int64) for b, n in depth.items()}
-    rd = {b: np.full((4, n), -1, np.int64) for b, n in depth.items()}
+    rd = {b: np.full((5, n), -1, np.int64) for b, n in depth.items()}
     ordered = 0
 
     def access(i, buf, idx, write):
@@ -106,7 +121,7 @@ def check_hazards(prog: Program) -> int:
                               f"range 0..{depth[buf] - 1}")
         s, vc = stage[i], clock[i]
         ws, wp = lw_stage[buf][idx], lw_pos[buf][idx]
-        for other in (1, 2, 3):
+        for other in stages:
             if other == s:
                 continue
             bad = (ws == other) & (wp > vc[other - 1])
@@ -145,12 +160,16 @@ def check_hazards(prog: Program) -> int:
             elif insn.memory_type is MemType.UOP and insn.x_size:
                 src = insn.dram_base - uop_base + np.arange(insn.x_size)
                 uop_sram[:, rng] = np.stack([uop_d[src], uop_s[src], uop_w[src]])
+                if alu_stage:
+                    access(i, "uop", rng, True)
             elif insn.memory_type in (MemType.INP, MemType.WGT):
                 access(i, insn.memory_type.name.lower(), rng, True)
             elif insn.memory_type in (MemType.ACC, MemType.ACC_8BIT):
                 access(i, "acc", rng, True)
             continue
         u = np.arange(insn.uop_bgn, insn.uop_end)
+        if alu_stage:
+            access(i, "uop", u, False)
         y = np.arange(insn.iter_out)[:, None, None]
         x = np.arange(insn.iter_in)[None, :, None]
         dst = uop_sram[0, u] + y * insn.dst_factor_out + x * insn.dst_factor_in

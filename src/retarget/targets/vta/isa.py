@@ -451,16 +451,57 @@ def decode_uops(words, layout: IsaLayout) -> tuple[np.ndarray, np.ndarray, np.nd
     return tuple((w >> f.lo) & f.max for f in layout.uop)
 
 
-# The runtime's stage numbering (dep_push/dep_pop arguments).
-STAGE_LOAD, STAGE_COMPUTE, STAGE_STORE = 1, 2, 3
+# The runtime's stage numbering (dep_push/dep_pop arguments). STAGE_ALU exists only in the
+# `alu_stage` variant (VTAConfig.alu_stage): a fourth module, between compute and store, that
+# runs the ALU instructions (docs/cycle-model.md, "The alu_stage variant").
+STAGE_LOAD, STAGE_COMPUTE, STAGE_STORE, STAGE_ALU = 1, 2, 3, 4
+
+# Token queues by name. The first four are the published design's; g2a and a2s exist only with
+# the ALU stage, where the compute module's push_next feeds g2a (accumulator tile ready for
+# the ALU) and the store module's pop_prev reads a2s (ALU result ready), instead of g2s.
+QUEUE_NAMES = ("l2g", "g2l", "g2s", "s2g", "g2a", "a2s")
+# Per module, the queue each dependency flag refers to: (pop_prev, pop_next, push_prev,
+# push_next); None: the module has no such neighbour.
+_DEP_QUEUES_BASE = {"load": (None, "g2l", None, "l2g"), "compute": ("l2g", "s2g", "g2l", "g2s"),
+                    "store": ("g2s", None, "s2g", None)}
+_DEP_QUEUES_ALU = {"load": (None, "g2l", None, "l2g"), "compute": ("l2g", "s2g", "g2l", "g2a"),
+                   "store": ("a2s", None, "s2g", None), "alu": ("g2a", None, None, "a2s")}
+# (from stage, to stage) -> (the pusher's flag, the popper's flag)
+_TOKEN_FLAGS_BASE = {(1, 2): ("push_next", "pop_prev"), (2, 1): ("push_prev", "pop_next"),
+                     (2, 3): ("push_next", "pop_prev"), (3, 2): ("push_prev", "pop_next")}
+_TOKEN_FLAGS_ALU = {(1, 2): ("push_next", "pop_prev"), (2, 1): ("push_prev", "pop_next"),
+                    (2, 4): ("push_next", "pop_prev"), (4, 3): ("push_next", "pop_prev"),
+                    (3, 2): ("push_prev", "pop_next")}
 
 
-def stage_of(insn: Insn) -> int:
-    """The module that runs `insn`: 1 = load, 2 = compute, 3 = store (the runtime's numbering).
-    LOADs of UOP/ACC/ACC_8BIT run on the compute module, like the published hardware."""
+def dep_queues(alu_stage: bool = False) -> dict[str, tuple]:
+    """Module name -> the queue names of its (pop_prev, pop_next, push_prev, push_next) flags.
+    Modules: load, compute, store (and alu with the ALU stage)."""
+    return _DEP_QUEUES_ALU if alu_stage else _DEP_QUEUES_BASE
+
+
+def token_flags(alu_stage: bool = False) -> dict[tuple[int, int], tuple[str, str]]:
+    """(from stage, to stage) -> (push flag of the sender, pop flag of the receiver) for every
+    token queue of the design."""
+    return _TOKEN_FLAGS_ALU if alu_stage else _TOKEN_FLAGS_BASE
+
+
+def stage_of(insn: Insn, alu_stage: bool = False) -> int:
+    """The module that runs `insn`: 1 = load, 2 = compute, 3 = store (the runtime's numbering),
+    4 = alu for ALU instructions when `alu_stage` (dispatch by opcode). LOADs of
+    UOP/ACC/ACC_8BIT run on the compute module, like the published hardware."""
     if isinstance(insn, MemInsn):
         if insn.opcode is Opcode.STORE:
             return STAGE_STORE
         return STAGE_LOAD if insn.memory_type in (MemType.INP, MemType.WGT) else STAGE_COMPUTE
+    if alu_stage and isinstance(insn, AluInsn):
+        return STAGE_ALU
     return STAGE_COMPUTE
 
+
+def is_token_carrier(insn: Insn) -> bool:
+    """A no-op that only moves dependency tokens: a zero-size LOAD/STORE, or (ALU stage) an
+    ALU instruction over no micro-ops."""
+    if isinstance(insn, MemInsn):
+        return insn.x_size == 0
+    return isinstance(insn, AluInsn) and insn.uop_end == insn.uop_bgn

@@ -25,6 +25,10 @@ which lets the shared bus be a single "free at" time. Each instruction is visite
 (O(instructions), three heads examined per step). A stream whose tokens can never arrive
 (or whose fetch stalls behind a full queue forever) raises DeadlockError naming the blocked
 instructions, like the behavioural simulator.
+
+With the config's `alu_stage` (docs/cycle-model.md, "The alu_stage variant") the ALU
+instructions run on a fourth module, `alu`, with its own command queue (cmd_queue_depth) and
+the queues g2a (compute -> alu) and a2s (alu -> store); its busy time overlaps the GEMMs.
 """
 from __future__ import annotations
 
@@ -37,8 +41,8 @@ from ..accel.timing import (InsnWork, LayerSpan, TimingResult, layer_spans,  # n
                             timing_result)  # LayerSpan: re-exported for callers
 from .config import VTAConfig
 from .disasm import format_insn
-from .isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
-                  Opcode, decode_stream, layout_for)
+from .isa import (INSN_BYTES, QUEUE_NAMES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError,
+                  MemInsn, MemType, Opcode, decode_stream, dep_queues, layout_for)
 from .sim.errors import DeadlockError, SimulationError
 
 MODULES = ("load", "compute", "store")
@@ -48,6 +52,11 @@ L2G, G2L, G2S, S2G = range(4)
 # Queue each dependency flag refers to, per module: (pop_prev, pop_next, push_prev, push_next).
 _DEP_QUEUES = ((None, G2L, None, L2G), (L2G, S2G, G2L, G2S), (G2S, None, S2G, None))
 _FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+# The alu_stage variant: a fourth module and the queues of isa.QUEUE_NAMES.
+MODULES_ALU = MODULES + ("alu",)
+ALU = 3
+_DEP_QUEUES_ALU = tuple(tuple(None if q is None else QUEUE_NAMES.index(q) for q in
+                              dep_queues(True)[m]) for m in MODULES_ALU)
 _BUFFER_OF = {MemType.INP: 0, MemType.WGT: 1, MemType.ACC: 2, MemType.ACC_8BIT: 2,
               MemType.UOP: 3, MemType.OUT: 4}
 
@@ -63,7 +72,9 @@ def _label(index: int, insn) -> str:
         return f"instruction #{index} ({type(insn).__name__})"
 
 
-def _module_of(index: int, insn) -> int:
+def _module_of(index: int, insn, alu_stage: bool = False) -> int:
+    if alu_stage and isinstance(insn, AluInsn):
+        return ALU
     if isinstance(insn, MemInsn):
         if insn.opcode is Opcode.STORE:
             if insn.memory_type is not MemType.OUT:
@@ -141,6 +152,8 @@ def insn_cost(cfg: VTAConfig, insn: Insn) -> InsnCost:
         return InsnCost(ovh + n + cfg.gemm_pipeline, 0, 0, 0, gemm, 0, reset, -1, 0)
     if isinstance(insn, AluInsn):
         n = insn.iter_out * insn.iter_in * (insn.uop_end - insn.uop_bgn)
+        if n == 0:                    # a token carrier (the ALU stage's no-op)
+            return InsnCost(ovh, 0, 0, 0, 0, 0, 0, -1, 0)
         return InsnCost(ovh + n * cfg.alu_ii + cfg.alu_pipeline, 0, 0, 0, 0, n * cfg.alu_ii,
                         0, -1, 0)
     return InsnCost(ovh, 0, 0, 0, 0, 0, 0, -1, 0)   # FINISH
@@ -182,23 +195,28 @@ def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> Timing
     if n == 0:
         raise SimulationError("empty instruction stream (no FINISH)")
 
+    alu_stage = bool(cfg.alu_stage)
+    modules = MODULES_ALU if alu_stage else MODULES
+    dep_q = _DEP_QUEUES_ALU if alu_stage else _DEP_QUEUES
+    queue_names = QUEUE_NAMES if alu_stage else QUEUES
+    nm, nq = len(modules), len(queue_names)
     mod = [0] * n
     pops: list[tuple[int, ...]] = [()] * n
     pushes: list[tuple[int, ...]] = [()] * n
     costs: list[InsnCost] = [None] * n   # type: ignore[list-item]
-    lists: list[list[int]] = [[], [], []]
+    lists: list[list[int]] = [[] for _ in range(nm)]
     pos = [0] * n                         # position within its module's list
     finish_at = -1
     for i, insn in enumerate(insns):
-        m = _module_of(i, insn)
+        m = _module_of(i, insn, alu_stage)
         _check_fields(i, insn)
-        dq = _DEP_QUEUES[m]
+        dq = dep_q[m]
         po, pu = [], []
         for k, flag in enumerate(_FLAGS):
             if getattr(insn.deps, flag):
                 if dq[k] is None:
                     raise SimulationError(f"{_label(i, insn)}: {flag} is set but the "
-                                          f"{MODULES[m]} module has no "
+                                          f"{modules[m]} module has no "
                                           f"{'previous' if 'prev' in flag else 'next'} stage", i)
                 (po if k < 2 else pu).append(dq[k])
         mod[i], pops[i], pushes[i] = m, tuple(po), tuple(pu)
@@ -221,10 +239,10 @@ def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> Timing
     start = [-1] * n
     end = [-1] * n
     disp = [0] * n
-    push_end: list[list[int]] = [[], [], [], []]   # end time of each push, per queue, in order
-    popped = [0, 0, 0, 0]
-    heads = [0, 0, 0]
-    free = [0, 0, 0]
+    push_end: list[list[int]] = [[] for _ in range(nq)]   # end of each push, per queue, in order
+    popped = [0] * nq
+    heads = [0] * nm
+    free = [0] * nm
     bus_free = 0
     fetched = 0                  # instructions dispatched so far (program order)
     last_disp = cfg.dma_latency - fetch_ii   # the first instruction arrives after one DMA
@@ -244,7 +262,7 @@ def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> Timing
             fetched += 1
         # The startable head with the earliest start time goes next.
         best, best_t = -1, 0
-        for m in range(3):
+        for m in range(nm):
             if heads[m] >= len(lists[m]):
                 continue
             i = lists[m][heads[m]]
@@ -267,7 +285,7 @@ def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> Timing
                 best, best_t = i, t
         if best < 0:
             _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, depth,
-                            mod)
+                            mod, modules, queue_names)
         i, m, c = best, mod[best], costs[best]
         for q in pops[i]:
             popped[q] += 1
@@ -285,22 +303,23 @@ def simulate_timing(stream, cfg: VTAConfig | None = None, layers=None) -> Timing
         max_end = max(max_end, t_end)
         done += 1
 
-    return _result(cfg, costs, mod, start, end, disp, spans)
+    return _result(cfg, costs, mod, start, end, disp, spans, modules)
 
 
-def _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, depth, mod):
+def _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, depth, mod,
+                    modules=MODULES, queue_names=QUEUES):
     blocked = []
-    queue_tokens = {QUEUES[q]: len(push_end[q]) - popped[q] for q in range(4)}
-    for m in range(3):
+    queue_tokens = {queue_names[q]: len(push_end[q]) - popped[q] for q in range(len(push_end))}
+    for m in range(len(modules)):
         if heads[m] >= len(lists[m]):
             continue
         i = lists[m][heads[m]]
         if i >= fetched:
             stalled_on = mod[fetched]
-            waits = (f"cmd_queue:{MODULES[stalled_on]}",)
+            waits = (f"cmd_queue:{modules[stalled_on]}",)
         else:
-            waits = tuple(QUEUES[q] for q in pops[i] if popped[q] >= len(push_end[q]))
-        blocked.append((MODULES[m], i, " ".join(format_insn(insns[i]).split()), waits))
+            waits = tuple(queue_names[q] for q in pops[i] if popped[q] >= len(push_end[q]))
+        blocked.append((modules[m], i, " ".join(format_insn(insns[i]).split()), waits))
     lines = []
     for module, i, _, waits in blocked:
         if waits and waits[0].startswith("cmd_queue:"):
@@ -315,11 +334,11 @@ def _raise_deadlock(insns, lists, heads, fetched, pops, popped, push_end, done, 
                         blocked, queue_tokens)
 
 
-def _result(cfg, costs, mod, start, end, disp, spans) -> TimingResult:
+def _result(cfg, costs, mod, start, end, disp, spans, modules=MODULES) -> TimingResult:
     def col(attr: str) -> np.ndarray:
         return np.fromiter((getattr(c, attr) for c in costs), dtype=np.int64, count=len(costs))
     work = InsnWork(col("gemm"), col("alu"), col("reset"), col("buffer"), col("nbytes"))
-    return timing_result(cfg, MODULES, work, mod, start, end, disp, spans,
+    return timing_result(cfg, modules, work, mod, start, end, disp, spans,
                          cfg.batch * cfg.block_in * cfg.block_out, format_insn)
 
 

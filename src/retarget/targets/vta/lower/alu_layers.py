@@ -12,7 +12,9 @@ accumulator with LOAD ACC_8BIT (sign-extended), int32 inputs with LOAD ACC.
 - QAdd: a and b loaded side by side, each shifted left by its alignment (SHR by a negative
   amount), added, requantised by out_shift and clipped.
 Tiles alternate between virtual threads' halves of ACC; compute->store RAW tokens and
-store->compute WAR tokens order them (the load module is not used).
+store->compute WAR tokens order them (the load module is not used). With the config's
+`alu_stage`, the ALU instructions wait for the compute module's loads and resets before them
+(g2a), and the stores for the ALU (a2s).
 """
 from __future__ import annotations
 
@@ -86,6 +88,21 @@ def _pipeline(ctx: LoweringContext, g: ConvGeom, s: Schedule, compute, out: str)
     half = ctx.cfg.acc_depth // v
     store_tok = [None] * v
     last = {i % v: i for i in range(len(tiles))}
+    if ctx.cfg.alu_stage:
+        # The ALU stage: every ALU instruction waits for the compute work (loads, resets)
+        # before it in the stream (strict mode, context.py); a tile's store follows its
+        # ALU work through a2s, and its thread's next tile waits for the store through s2g.
+        tok.strict_alu = True
+        for i, t in enumerate(tiles):
+            th = i % v
+            tok.wait("s2g", store_tok[th])
+            compute(t, th * half)
+            tok.wait("a2s", tok.push("a2s"))
+            _store(ctx, g, t, th * half, out)
+            if i < last[th]:
+                store_tok[th] = tok.push("s2g")
+        tok.strict_alu = False
+        return
     for first in range(0, len(tiles), v):
         group = list(enumerate(tiles[first:first + v]))
         g2s = [None] * v

@@ -11,6 +11,17 @@ costs a few dictionary look-ups), and the dependency-token bookkeeping:
   made when a later instruction will wait for it, so a finished stream leaves no tokens behind.
 - Layers are separated by a barrier (store -> compute -> load): the next layer's loads read DRAM
   that this layer's stores wrote, and the modules have no store -> load queue.
+
+With the config's `alu_stage` the ALU instructions run on their own module; the queues are
+l2g, g2l, g2a (compute -> alu: accumulator tile ready), a2s (alu -> store: result ready) and
+s2g (store -> compute: accumulator buffer free, which implies the ALU is done with it). The
+tracker then also knows, per module, how much of each other module's work is known finished
+(the token chain's vector clock), and uses it to order the micro-op buffer, which the compute
+module writes (LOAD UOP) and the ALU module reads:
+- before an ALU instruction, if a LOAD UOP (or, in `strict_alu` mode, any compute-module
+  instruction) is not yet known finished by the ALU module: compute pushes g2a, the ALU pops it;
+- before a LOAD UOP, if some ALU instruction is not yet known finished by the compute module:
+  alu -> store -> compute (a2s, s2g) fences it (only mid-layer micro-op loads need this).
 """
 from __future__ import annotations
 
@@ -22,12 +33,17 @@ import numpy as np
 from ....errors import TargetError
 from ..builder import Program, StreamBuilder, UopKernel
 from ..config import VTAConfig
-from ..isa import STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE
+from ..isa import STAGE_ALU, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, MemInsn, MemType, stage_of
 from .tensor import PackedTensor
 
 # queue -> (from stage, to stage)
 QUEUES = {"l2g": (STAGE_LOAD, STAGE_COMPUTE), "g2l": (STAGE_COMPUTE, STAGE_LOAD),
           "g2s": (STAGE_COMPUTE, STAGE_STORE), "s2g": (STAGE_STORE, STAGE_COMPUTE)}
+# the alu_stage variant's queues
+QUEUES_ALU = {"l2g": (STAGE_LOAD, STAGE_COMPUTE), "g2l": (STAGE_COMPUTE, STAGE_LOAD),
+              "g2a": (STAGE_COMPUTE, STAGE_ALU), "a2s": (STAGE_ALU, STAGE_STORE),
+              "s2g": (STAGE_STORE, STAGE_COMPUTE)}
+_STAGES = (STAGE_LOAD, STAGE_COMPUTE, STAGE_STORE, STAGE_ALU)
 
 
 class TokenTracker:
@@ -35,13 +51,43 @@ class TokenTracker:
 
     def __init__(self, b: StreamBuilder):
         self.b = b
-        self.pushed = dict.fromkeys(QUEUES, 0)
-        self.popped = dict.fromkeys(QUEUES, 0)
+        self.alu_stage = bool(b.cfg.alu_stage)
+        self.queues = QUEUES_ALU if self.alu_stage else QUEUES
+        self.pushed = dict.fromkeys(self.queues, 0)
+        self.popped = dict.fromkeys(self.queues, 0)
+        if self.alu_stage:
+            # Vector clocks (ALU stage only): emitted instructions per stage, what each stage
+            # knows finished of every stage (by its next instruction), each token's snapshot.
+            self._scanned = 0
+            self.count = dict.fromkeys(_STAGES, 0)
+            self.known = {s: dict.fromkeys(_STAGES, 0) for s in _STAGES}
+            self._snap: dict[str, list[dict]] = {q: [] for q in self.queues}
+            self._uop_loaded = 0       # compute instructions up to the latest LOAD UOP
+            self.strict_alu = False    # ALU instructions wait for all earlier compute work
+            b.before_uop_load = self._before_uop_load
+            b.before_alu = self._before_alu
+
+    def _scan(self) -> None:
+        insns = self.b.insns
+        for i in range(self._scanned, len(insns)):
+            insn = insns[i]
+            st = stage_of(insn, True)
+            self.count[st] += 1
+            if st == STAGE_COMPUTE and isinstance(insn, MemInsn) and \
+                    insn.memory_type is MemType.UOP and insn.x_size:
+                self._uop_loaded = self.count[st]
+        self._scanned = len(insns)
 
     def push(self, q: str) -> int:
         """Push a token after the latest instruction of the queue's source stage; returns the
         token's number (what a consumer passes to wait)."""
-        self.b.dep_push(*QUEUES[q])
+        frm, _ = self.queues[q]
+        self.b.dep_push(frm, _)
+        if self.alu_stage:
+            self._scan()
+            snap = dict(self.known[frm])
+            snap[frm] = self.count[frm]
+            self._snap[q].append(snap)
         self.pushed[q] += 1
         return self.pushed[q] - 1
 
@@ -52,8 +98,31 @@ class TokenTracker:
         if token >= self.pushed[q]:
             raise TargetError(f"internal: waiting for {q} token {token} never pushed")
         while self.popped[q] <= token:
-            self.b.dep_pop(*QUEUES[q])
+            self.b.dep_pop(*self.queues[q])
+            if self.alu_stage:
+                to = self.queues[q][1]
+                kn, snap = self.known[to], self._snap[q][self.popped[q]]
+                for st in _STAGES:
+                    if snap[st] > kn[st]:
+                        kn[st] = snap[st]
             self.popped[q] += 1
+
+    # ---- the micro-op buffer between compute and the ALU stage (builder hooks) -------------
+    def _before_alu(self) -> None:
+        """The ALU instruction about to be built must not run before the compute work it needs
+        (micro-op loads; in strict mode everything compute did before it)."""
+        self._scan()
+        need = self.count[STAGE_COMPUTE] if self.strict_alu else self._uop_loaded
+        if self.known[STAGE_ALU][STAGE_COMPUTE] < need:
+            self.wait("g2a", self.push("g2a"))
+
+    def _before_uop_load(self) -> None:
+        """A LOAD UOP about to be built may overwrite micro-ops of ALU instructions not yet
+        known finished by the compute module: fence them (alu -> store -> compute)."""
+        self._scan()
+        if self.known[STAGE_COMPUTE][STAGE_ALU] < self.count[STAGE_ALU]:
+            self.wait("a2s", self.push("a2s"))
+            self.wait("s2g", self.push("s2g"))
 
     def balanced(self) -> bool:
         return self.pushed == self.popped

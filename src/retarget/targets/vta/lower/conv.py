@@ -20,6 +20,12 @@ lockstep (all threads' loads of a phase, then their GEMMs, then the epilogues an
 RAW tokens (load->compute, compute->store) and WAR tokens (a thread's next load waits for its
 previous GEMM, its next accumulator reset for its previous store). A tile whose input (or
 weights) is already resident in the thread's half is not loaded again.
+
+With the config's `alu_stage`, the epilogue runs on the ALU module: each tile's last GEMM
+pushes g2a, its requantisation pops it and pushes a2s, its store pops that and (when the
+thread has a later tile) pushes s2g, which the thread's next accumulator reset pops. Each
+tile's epilogue and store follow its own GEMMs in the stream (not the group's), so that tile
+i's requantisation overlaps tile i+1's GEMMs (context.py).
 """
 from __future__ import annotations
 
@@ -320,6 +326,7 @@ class _ConvEmitter:
                     last_load[th] = (i, p)
         plans = self.plan(tiles)
         gemm_tok, store_tok = [None] * v, [None] * v
+        alu_stage = self.ctx.cfg.alu_stage
         self.preload(plans)
         if self.resident:
             self.load_consts()
@@ -348,6 +355,17 @@ class _ConvEmitter:
                     self.gemm_iters += t.tn * t.th * t.tw * t.tco * t.phases[p][1] * self.g.kk
                     if (first + th, p) < last_load[th]:
                         gemm_tok[th] = tok.push("g2l")
+                    if alu_stage and p == len(t.phases) - 1:
+                        # The ALU stage: this tile's epilogue and store right after its GEMMs.
+                        tok.wait("g2a", tok.push("g2a"))
+                        for steps, piece in plans[first + th][3]:
+                            emit_steps(self.ctx, steps)
+                            tok.wait("a2s", tok.push("a2s"))
+                            self.store(t, acc, piece)
+                        if first + th < last_tile[th]:
+                            store_tok[th] = tok.push("s2g")
+            if alu_stage:
+                continue
             # Epilogues, then stores; a tile cut in pieces (the last) stores each piece as
             # soon as its ALU work is done, interleaved in the stream so that the fetch stage
             # never holds the store back behind a full compute queue.

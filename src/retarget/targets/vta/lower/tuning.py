@@ -104,10 +104,24 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             return dma(nci, hw, inp_eb) + (t.tn,)
         return dma(r_n, c_n, inp_eb, rows * cols - r_n * c_n) + (t.tn * nci,)
 
+    def n_acc_of(t) -> int:
+        return t.tn * t.tco * t.th * t.tw
+
+    def store_cost(t) -> tuple[int, int]:
+        npos, opos = t.th * t.tw, g.oh * g.ow
+        if opos == 1:
+            return dma(t.tn, t.tco, out_eb)
+        if npos == opos:
+            d, b = dma(t.tco, opos, out_eb)
+            return d * t.tn, b * t.tn
+        d, b = dma(t.th, t.tw, out_eb)
+        return d * t.tn * t.tco, b * t.tn * t.tco
+
     hw = g.h * g.w
     inp_loads: dict[tuple, tuple[int, int, int]] = {}   # tiles repeat their input windows
     tiles, v = _tiles(g, s), s.vthreads
-    t_load = t_comp = t_store = 0
+    t_load = t_comp = t_store = t_alu = 0
+    alu_stage = c.alu_stage
     bus_beats = 0
     gemm_done, store_done = [0] * v, [0] * v
     resident_keys = [(None, None)] * v
@@ -165,25 +179,26 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                 work = t.tn * npos * t.tco * tci * kk
                 t_comp = max(t_comp, ready[th], gate) + kernels * (ovh + gemm_pipe) + work
                 gemm_done[th] = t_comp
+                if alu_stage and p == len(t.phases) - 1:
+                    # the ALU stage: this tile's epilogue on its own module, then its store
+                    t_alu = max(t_alu, t_comp) + passes * (ovh + alu_pipe + n_acc_of(t) * alu_ii)
+                    d, b = store_cost(t)
+                    t_store = max(t_store, t_alu) + d
+                    bus_beats += b
+                    store_done[th] = t_store
+        if alu_stage:
+            continue
         epi_done = [0] * v
         for th, t in group:
             n_acc = t.tn * t.tco * t.th * t.tw
             t_comp += passes * (ovh + alu_pipe + n_acc * alu_ii)
             epi_done[th] = t_comp
         for th, t in group:
-            npos, opos = t.th * t.tw, g.oh * g.ow
-            if opos == 1:
-                d, b = dma(t.tn, t.tco, out_eb)
-            elif npos == opos:
-                d, b = dma(t.tco, opos, out_eb)
-                d, b = d * t.tn, b * t.tn
-            else:
-                d, b = dma(t.th, t.tw, out_eb)
-                d, b = d * t.tn * t.tco, b * t.tn * t.tco
+            d, b = store_cost(t)
             t_store = max(t_store, epi_done[th]) + d
             bus_beats += b
             store_done[th] = t_store
-    return max(t_comp, t_store, bus_beats)
+    return max(t_comp, t_alu, t_store, bus_beats)
 
 
 # ---- timing a candidate on the cycle model ---------------------------------------------------
@@ -229,6 +244,8 @@ def compute_floor(layer: Conv2d | Dense, cfg: VTAConfig) -> int:
         layer = layer.as_conv()
     g = conv_geom(layer, cfg)
     acc = g.nb * g.oh * g.ow * g.cob          # output vectors
+    if cfg.alu_stage:                         # GEMM and ALU on separate modules
+        return acc * max(g.cig * g.kk + 1, _epilogue_passes(layer) * cfg.alu_ii)
     return acc * (g.cig * g.kk + 1 + _epilogue_passes(layer) * cfg.alu_ii)
 
 
@@ -246,8 +263,16 @@ def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) 
     nph = 1 if spans else ceil_div(g.cig, s.tile_ci)
     items = nt * ht * wt * nco
     # the micro-op iterations (compute_floor) plus each instruction's overhead and pipeline
-    compute = (compute_floor(layer, cfg) + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline)
-               + _epilogue_passes(layer) * items * (c.insn_overhead + c.alu_pipeline))
+    if c.alu_stage:      # the GEMM module and the ALU module, each on its own
+        acc = g.nb * g.oh * g.ow * g.cob
+        compute = max(acc * (g.cig * g.kk + 1)
+                      + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline),
+                      _epilogue_passes(layer) * (acc * c.alu_ii
+                                                 + items * (c.insn_overhead + c.alu_pipeline)))
+    else:
+        compute = (compute_floor(layer, cfg)
+                   + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline)
+                   + _epilogue_passes(layer) * items * (c.insn_overhead + c.alu_pipeline))
     # Nothing but the first tile's reset can run before its first phase has been loaded: a
     # big first load (wide weight tiles) costs that much more on every thread count.
     from .conv import _first_tile

@@ -7,6 +7,12 @@ executing. Among the modules that can run, the one whose next instruction comes 
 stream goes first, so a well-formed stream executes in program order (what the published
 behavioural simulator does) while the token discipline is still enforced: a stream whose tokens
 cannot be satisfied stops with a DeadlockError naming each blocked instruction, never a hang.
+
+With the config's `alu_stage` (the variant of docs/cycle-model.md), ALU instructions run on a
+fourth module, alu, and the queues are l2g, g2l, s2g, g2a (compute -> alu) and a2s
+(alu -> store) (isa.dep_queues). Program order is still the execution order of a well-formed
+stream, so the results are those of the published design; the instructions the alu module runs
+are counted in `compute_insns`.
 """
 from __future__ import annotations
 
@@ -19,8 +25,8 @@ import numpy as np
 from ....limits import check_device_work
 from ..config import VTAConfig
 from ..disasm import format_insn
-from ..isa import (INSN_BYTES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType,
-                   Opcode, decode_insn, layout_for)
+from ..isa import (INSN_BYTES, QUEUE_NAMES, AluInsn, FinishInsn, GemmInsn, Insn, IsaError,
+                   MemInsn, MemType, Opcode, decode_insn, dep_queues, layout_for)
 from .compute import (PlanCache, alu_plans, execute_alu, execute_gemm, gemm_plans, run_alu,
                       run_gemm)
 from .errors import DeadlockError, SimFault, SimulationError
@@ -39,6 +45,10 @@ _DEP_QUEUES = {
     "store":   (G2S, None, S2G, None),
 }
 _FLAGS = ("pop_prev", "pop_next", "push_prev", "push_next")
+# The alu_stage variant: four modules, the queues of isa.QUEUE_NAMES (g2s unused).
+MODULES_ALU = MODULES + ("alu",)
+_DEP_QUEUES_ALU = {m: tuple(None if q is None else QUEUE_NAMES.index(q) for q in qs)
+                   for m, qs in dep_queues(True).items()}
 DECODE_CACHE_SIZE = 1 << 16
 REPLAY_CACHE_SIZE = 16    # streams whose recorded steps a simulator keeps (replay.py)
 # Fields that hold a count, size, index or address (all must be non-negative ints).
@@ -127,8 +137,10 @@ def decode(stream, cfg: VTAConfig, cache: dict | None = None) -> tuple[list[Insn
     return out, True
 
 
-def _module_of(index: int, insn) -> str:
+def _module_of(index: int, insn, alu_stage: bool = False) -> str:
     """Which module runs `insn`; validates what dispatch depends on."""
+    if alu_stage and isinstance(insn, AluInsn):
+        return "alu"
     if isinstance(insn, MemInsn):
         if insn.opcode is Opcode.STORE:
             return "store"
@@ -201,12 +213,15 @@ class Simulator:
             return result
         insns, from_bytes = decode(stream, self.cfg, self._decoded)
         queues_of = []
-        program: dict[str, list[int]] = {m: [] for m in MODULES}
+        alu_stage = bool(self.cfg.alu_stage)
+        modules = MODULES_ALU if alu_stage else MODULES
+        dep_q = _DEP_QUEUES_ALU if alu_stage else _DEP_QUEUES
+        program: dict[str, list[int]] = {m: [] for m in modules}
         for i, insn in enumerate(insns):
-            module = _module_of(i, insn)
+            module = _module_of(i, insn, alu_stage)
             if not from_bytes:
                 _check_fields(i, insn)
-            dq = _DEP_QUEUES[module]
+            dq = dep_q[module]
             deps = insn.deps
             pops, pushes = [], []
             for k, flag in enumerate(_FLAGS):
@@ -232,16 +247,19 @@ class Simulator:
     def _execute(self, insns, program, queues_of):
         """The checked run: (result, the steps it ran in order, DRAM byte ranges touched)."""
         counters = SimCounters()
-        tokens = [0, 0, 0, 0]
-        lists = [program[m] for m in MODULES]
-        heads = [0, 0, 0]
+        modules = tuple(program)
+        queues = QUEUE_NAMES if len(modules) > 3 else QUEUES
+        nm = len(modules)
+        tokens = [0] * len(queues)
+        lists = [program[m] for m in modules]
+        heads = [0] * nm
         finish_index = -1
         executed = 0
         steps, ranges = [], []
         while True:
             # The runnable head instruction earliest in the stream goes next.
             best, best_m = None, -1
-            for m in range(3):
+            for m in range(nm):
                 if heads[m] < len(lists[m]):
                     i = lists[m][heads[m]]
                     if (best is None or i < best) and all(tokens[q] for q in queues_of[i][0]):
@@ -268,14 +286,15 @@ class Simulator:
                 tokens[q] += 1
             heads[best_m] += 1
             executed += 1
-            setattr(counters, MODULES[best_m] + "_insns",
-                    getattr(counters, MODULES[best_m] + "_insns") + 1)
+            name = "compute" if best_m == 3 else MODULES[best_m]   # alu: compute_insns
+            setattr(counters, name + "_insns", getattr(counters, name + "_insns") + 1)
             if isinstance(insn, FinishInsn):
                 finish_index = i
                 break
 
-        pending = [(MODULES[m], lists[m][heads[m]]) for m in range(3) if heads[m] < len(lists[m])]
-        queue_counts = dict(zip(QUEUES, tokens))
+        pending = [(modules[m], lists[m][heads[m]]) for m in range(nm)
+                   if heads[m] < len(lists[m])]
+        queue_counts = dict(zip(queues, tokens))
         if finish_index < 0:
             if not pending:
                 last = len(insns) - 1
@@ -285,7 +304,7 @@ class Simulator:
                                       last if insns else None)
             blocked = []
             for module, i in pending:
-                waits = tuple(QUEUES[q] for q in queues_of[i][0] if tokens[q] == 0)
+                waits = tuple(queues[q] for q in queues_of[i][0] if tokens[q] == 0)
                 blocked.append((module, i, " ".join(format_insn(insns[i]).split()), waits))
             lines = "; ".join(f"{mod} module blocked at {_label(i, insns[i])} waiting on "
                               f"{'/'.join(w)}" for mod, i, _, w in blocked)
@@ -320,6 +339,8 @@ class Simulator:
                            partial(execute_gemm, insn, plans, mem),
                            partial(run_gemm, insn, mem, self.plans)), None
         if isinstance(insn, AluInsn):
+            if insn.uop_end == insn.uop_bgn:
+                return None, None   # an ALU token carrier (alu_stage): no micro-ops, no work
             uops, plans = alu_plans(insn, mem, self.plans)
             return guarded(mem.uop[insn.uop_bgn:insn.uop_end], uops,
                            partial(execute_alu, insn, plans, mem),
