@@ -181,7 +181,8 @@ def main(argv=None) -> None:
     # compute ceiling whatever the schedule (a conv's ceiling depends on its shape only).
     best = mean([min(1.0, r.ceiling_gops / r.roof_gops) for r in rows[2]])
     ceiled = mean([r.gops / min(r.ceiling_gops, r.roof_gops) for r in rows[2]])
-    print(f"  the compute ceilings (GEMM / (GEMM + resets + requantisation ALU)) allow at most "
+    print(f"  the compute ceilings (GEMM / (GEMM + resets + ALU); with an ALU stage "
+          f"GEMM / max(GEMM + resets, ALU)) allow at most "
           f"{100 * best:.1f}% of the roofline on average with these schedules' DRAM traffic; "
           f"the 2-thread schedules reach "
           f"{100 * ceiled:.1f}% of the roofline lowered to each layer's ceiling")

@@ -10,7 +10,9 @@ It also says where the compute module's own time goes: the tensor ALU's share of
 and the *compute ceiling*, GEMM / (GEMM + accumulator resets + ALU). The GEMM core and the
 tensor ALU take turns on one compute module, so a layer whose requantisation (or pooling) needs
 ALU passes can never keep the GEMM array busier than that, however well its loads and stores
-are hidden; for a conv it depends only on the layer's shape, not on its tiling.
+are hidden; for a conv it depends only on the layer's shape, not on its tiling. Where the ALU
+work has a module of its own (a config whose `alu_overlaps_gemm` is true: VTA's alu_stage
+variant, NVDLA's SDP / PDP) the ceiling is GEMM / max(GEMM + resets, ALU).
 
     rows = layer_rows(simulate_timing(program, layers=spans))
     print(format_layers(rows))
@@ -48,6 +50,9 @@ class LayerRow:
     alu_cycles: int = 0                # tensor-ALU issue cycles
     reset_cycles: int = 0              # GEMM-array cycles spent zeroing accumulators
     performed_macs: int | None = None  # MACs the GEMM core multiplied (None: same as macs)
+    # True when the ALU work runs on a module of its own, beside the GEMM (VTA's alu_stage
+    # variant, NVDLA's SDP / PDP): then the slower of the two bounds the layer, not their sum
+    alu_overlaps: bool = False
 
     @property
     def dram_bytes(self) -> int:
@@ -93,8 +98,10 @@ class LayerRow:
     @property
     def compute_ceiling(self) -> float:
         """GEMM / (GEMM + resets + ALU): the highest utilisation the compute module's own work
-        allows, with every load and store hidden (1.0 for GEMM work alone, 0 without any)."""
-        work = self.gemm_cycles + self.reset_cycles + self.alu_cycles
+        allows, with every load and store hidden (1.0 for GEMM work alone, 0 without any);
+        GEMM / max(GEMM + resets, ALU) when the ALU overlaps the GEMM (`alu_overlaps`)."""
+        gemm = self.gemm_cycles + self.reset_cycles
+        work = max(gemm, self.alu_cycles) if self.alu_overlaps else gemm + self.alu_cycles
         return self.gemm_cycles / work if work else 0.0
 
     @property
@@ -135,7 +142,8 @@ def make_row(name: str, cfg, macs: int, cycles: int, gemm_cycles: int,
                     float(cfg.peak_gops), cfg.bus_bytes * cfg.clock_mhz * 1e6 / 1e9,
                     **{f"{b}_bytes": int(nbytes.get(b, 0)) for b in BUFFERS}, kind=kind,
                     alu_cycles=int(alu_cycles), reset_cycles=int(reset_cycles),
-                    performed_macs=None if performed_macs is None else int(performed_macs))
+                    performed_macs=None if performed_macs is None else int(performed_macs),
+                    alu_overlaps=bool(getattr(cfg, "alu_overlaps_gemm", False)))
 
 
 def row_from_result(name: str, result) -> LayerRow:
@@ -175,7 +183,7 @@ def total_row(rows: Sequence[LayerRow], name: str = "total",
                     **{f"{b}_bytes": sum(getattr(r, f"{b}_bytes") for r in rows)
                        for b in BUFFERS}, alu_cycles=sum(r.alu_cycles for r in rows),
                     reset_cycles=sum(r.reset_cycles for r in rows),
-                    performed_macs=performed)
+                    performed_macs=performed, alu_overlaps=first.alu_overlaps)
 
 
 _HEADERS = ["layer", "MACs", "cycles", "GOPS", "util", "ceil", "ALU", "DRAM B", "inp B",

@@ -61,6 +61,11 @@ class NvdlaConfig(ConfigFields):
         return self.atomic_c * self.atomic_k
 
     @property
+    def alu_overlaps_gemm(self) -> bool:
+        """The SDP and PDP are engines of their own, pipelined behind the convolution core."""
+        return True
+
+    @property
     def peak_gops(self) -> float:
         return 2 * self.macs_per_cycle * self.clock_mhz / 1e3
 

@@ -53,6 +53,11 @@ class VTAConfig(ConfigFields):
     def __post_init__(self):
         validate(self)
 
+    @property
+    def alu_overlaps_gemm(self) -> bool:
+        """Whether ALU work runs beside the GEMM (the report's compute ceiling reads this)."""
+        return self.alu_stage
+
     # ---- derived sizes ---------------------------------------------------------------------
     @property
     def batch(self) -> int: return 1 << self.log_batch
