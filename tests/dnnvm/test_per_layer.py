@@ -44,6 +44,6 @@ def test_a_kernel_without_recorded_buffers_says_so():
     g = build_graph("resnet18")
     m = retarget.compile(g, "dnnvm", calibration=samples(g, 2))
     for r in m.offloaded:
-        m.kernels[r.name].maps = []          # as in an artifact saved before --per-layer
+        m.kernels[r.name].maps = None        # as in an artifact saved before --per-layer
     with pytest.raises(NotImplementedError, match="records no intermediate buffers"):
         check_layers(m, samples(g)[0])

@@ -78,6 +78,8 @@ def format_checks(checks: list[LayerCheck]) -> str:
             for c in checks]
     table = format_table(["region", "layer", "nodes", "check", "differ", "max |diff|"], rows)
     bad = next((c for c in checks if not c.ok), None)
+    if not checks:
+        return "per-layer: nothing is offloaded, so there are no hardware layers to check"
     if bad is None:
         return f"{table}\nper-layer: all {len(checks)} layers equal the integer reference"
     return (f"{table}\nper-layer: first layer that differs: region {bad.region} layer "

@@ -85,14 +85,14 @@ class StreamKernel(Kernel):
 
     def __init__(self, name: str, program, inputs: list[Binding], outputs: list[Binding],
                  constants: dict[str, np.ndarray], layers: Sequence[LayerInfo] = (),
-                 maps: Sequence[Binding] = ()):
+                 maps: Sequence[Binding] | None = None):
         self.name, self.program = name, program
         self.inputs, self.outputs, self.constants = inputs, outputs, constants
         self.layers: list[LayerInfo] = list(layers)
         # Intermediate values with a DRAM buffer of their own, in the order the stream
-        # writes them: what `layer_outputs` reads back for --per-layer.
-        self.maps: list[Binding] = list(maps)
-        for b in inputs + outputs + self.maps:
+        # writes them: what `layer_outputs` reads back for --per-layer (None: not recorded).
+        self.maps: list[Binding] | None = None if maps is None else list(maps)
+        for b in inputs + outputs + (self.maps or []):
             if b.buffer not in program.buffers:
                 raise TargetError(f"{self.label} kernel {name!r}: value {b.value!r} bound to "
                                   f"unknown DRAM buffer {b.buffer!r}")
@@ -191,7 +191,7 @@ class StreamKernel(Kernel):
         """Per-layer debugging: run once, then read every intermediate value the stream left
         in its own DRAM buffer (`maps`) and every output; values kept on chip (inside a
         fused group) have no buffer and are not seen."""
-        if not self.maps:
+        if self.maps is None:
             raise NotImplementedError(f"{self.label} kernel {self.name!r} records no "
                                       f"intermediate buffers (an artifact from before "
                                       f"--per-layer, or a target that does not)")
@@ -215,7 +215,7 @@ class StreamKernel(Kernel):
         doc = {"name": self.name, "inputs": [b.to_json() for b in self.inputs],
                "outputs": [b.to_json() for b in self.outputs], "constants": keys,
                "layers": [info.to_json() for info in self.layers],
-               "maps": [b.to_json() for b in self.maps]}
+               "maps": None if self.maps is None else [b.to_json() for b in self.maps]}
         (directory / "kernel.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
         return {"kind": self.kind, "program": "program", "file": "kernel.json"}
 
@@ -232,7 +232,8 @@ class StreamKernel(Kernel):
                 raise ValueError("constants must map buffer names to weight names")
             # artifacts written before per-layer MACs were kept have no "layers"
             layers = [LayerInfo.from_json(d) for d in doc.get("layers", [])]
-            maps = [Binding.from_json(d) for d in doc.get("maps", [])]
+            maps = (None if doc.get("maps") is None
+                    else [Binding.from_json(d) for d in doc["maps"]])
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
             raise ModelLoadError(f"{cls.label} kernel in {directory}: unreadable "
                                  f"({type(e).__name__}: {e})") from None

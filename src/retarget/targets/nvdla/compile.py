@@ -381,6 +381,9 @@ class _MemoryPlan:
         self.weight_bytes = bytearray()
 
     def add(self, name, memory, offset, dtype, shape) -> int:
+        if len(shape) > 4:
+            raise CompileError(f"value {name!r} of shape {list(shape)}: a loadable's addresses "
+                               f"have at most 4 dimensions")
         self.addresses.append(Address(len(self.addresses), name, memory, offset, str(dtype),
                                       tuple(int(d) for d in shape)))
         self.ids[name] = len(self.addresses) - 1

@@ -122,6 +122,10 @@ def _concat_rule(t: Target, node: Node, graph: Graph) -> Support:
 def _view_rule(t: Target, node: Node, graph: Graph) -> Support:
     if not int8(node.inputs[0]):
         return Support.no(f"{node.op} '{node.name}': not an int8 tensor")
+    ranks = [v.type.rank for v in (node.inputs[0], node.outputs[0])]
+    if max(ranks) > 4:
+        return Support.no(f"{node.op} '{node.name}': rank {max(ranks)}; a loadable's addresses "
+                          f"have at most 4 dimensions")
     return Support.yes("a second name for the same bytes (no layer)")
 
 

@@ -121,7 +121,17 @@ def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
         if t is None:
             raise TargetError(f"region {region.name!r}: output {v.name!r} is not produced")
         outputs.append(Binding(v.name, t.buffer, t.shape))
+    # every other value the stream stores to a DRAM buffer of its own, for --per-layer
+    claimed = {b.buffer for b in inputs + outputs}
+    maps = []
+    for n in region.nodes:
+        for v in n.outputs:
+            t = packed.get(id(v))
+            if t is not None and t.buffer not in claimed:
+                claimed.add(t.buffer)
+                maps.append(Binding(v.name, t.buffer, t.shape))
     seg = ctx.finish([packed[id(v)] for v in region.outputs])
     layers = [LayerInfo(r.name, r.kind, int(r.useful_macs), int(r.performed_macs))
               for r in seg.reports]
-    return VTAKernel(region.name, seg.program, inputs, outputs, dict(seg.constants), layers)
+    return VTAKernel(region.name, seg.program, inputs, outputs, dict(seg.constants), layers,
+                     maps)
