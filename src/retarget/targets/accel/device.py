@@ -76,9 +76,20 @@ class StreamDevice(SimulatedDevice):
         return f"{self.name}.run"
 
     def simulate(self, raw: bytes) -> dict[str, int]:
-        """Run one binary stream on the simulator (confined to `self.task_memory`);
-        returns its counters."""
-        raise NotImplementedError(f"{type(self).__name__}.simulate")
+        """Run one binary stream on the simulator (`self.sim.run(raw)`, confined to
+        `self.task_memory` through the simulator's `confine`); returns its counters (the
+        result's `as_dict()`) with "instructions" (`instruction_count`)."""
+        self.sim.confine = self.task_memory
+        try:
+            counters = self.sim.run(raw)
+        finally:
+            self.sim.confine = None
+        d = counters.as_dict()
+        d["instructions"] = self.instruction_count(raw, counters)
+        return d
+
+    def instruction_count(self, raw: bytes, counters) -> int:
+        return len(raw) // self.insn_bytes
 
     def relocate(self, program, base: int) -> bytes:
         """The program's binary stream with its DRAM addresses shifted by `base` bytes."""

@@ -58,6 +58,23 @@ def dense_bias(node: Node) -> np.ndarray | None:
     return np.ascontiguousarray(rows[0])
 
 
+# Ops that convert between float and int8 at the edges of an integer graph (both number
+# formats); the host runs them.
+EDGE_OPS = ("QuantizeP2", "DequantizeP2", "QuantizeLinear", "DequantizeLinear")
+
+
+def refuse_unknown(target: str, node: Node, unit: str) -> Support:
+    """Why an integer accelerator without a rule for `node`'s op refuses it: an edge
+    conversion, a float op, or simply no `unit` (instruction, engine) for it."""
+    if node.op in EDGE_OPS:
+        return Support.no(f"{node.op} '{node.name}' converts float <-> int8 at the edge of the "
+                          f"integer graph; the host does it")
+    if any(v is not None and v.type is not None and v.type.dtype.startswith("float")
+           for v in node.inputs + node.outputs):
+        return Support.no(f"{node.op} '{node.name}' is a float op; {target} runs int8")
+    return Support.no(f"{target} has no {unit} for {node.op}")
+
+
 def int8(v: Value | None) -> bool:
     return v is not None and v.type is not None and v.type.dtype == "int8"
 
@@ -229,7 +246,7 @@ def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str
     return refused
 
 
-__all__ = ["conv_layer", "conv_problem", "dense_bias", "dense_problem", "dense_weight",
+__all__ = ["EDGE_OPS", "refuse_unknown", "conv_layer", "conv_problem", "dense_bias", "dense_problem", "dense_weight",
            "fused_requantize", "int8", "map_problem", "operand_problem", "qadd_problem",
            "region_requantize_map", "requant_of", "requant_reason", "requantize_support",
            "sole_consumer", "split_accumulators"]

@@ -16,7 +16,7 @@ bit-exactly, timed by a cycle model of its five engines (docs/dnnvm.md).
 from __future__ import annotations
 
 from ...ir.graph import Graph, Node
-from ..accel.graph_layers import split_accumulators
+from ..accel.graph_layers import refuse_unknown, split_accumulators
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, DNNVMConfig
 from .fusion import TEMPLATES, GroupCosts, fusion_graph
@@ -47,13 +47,7 @@ class DNNVMTarget(Target):
 
     def supports(self, node: Node, graph: Graph) -> Support:
         if node.op not in self.rules:
-            if node.op in ("QuantizeP2", "DequantizeP2"):
-                return Support.no(f"{node.op} '{node.name}' converts float <-> int8 at the "
-                                  f"edge of the integer graph; the host does it")
-            if any(v is not None and v.type is not None and v.type.dtype.startswith("float")
-                   for v in node.inputs + node.outputs):
-                return Support.no(f"{node.op} '{node.name}' is a float op; dnnvm runs int8")
-            return Support.no(f"dnnvm has no instruction for {node.op}")
+            return refuse_unknown(self.name, node, "instruction")
         return self.rules[node.op](self, node, graph)
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:

@@ -20,16 +20,6 @@ class NvdlaDevice(StreamDevice):
     def make_simulator(self) -> Simulator:
         return Simulator(self.cfg, self._memory)
 
-    def simulate(self, raw: bytes) -> dict[str, int]:
-        self.sim.confine = self.task_memory
-        try:
-            counters = self.sim.run(raw)
-        finally:
-            self.sim.confine = None
-        d = counters.as_dict()
-        d["instructions"] = len(raw) // LAYER_BYTES
-        return d
-
     def relocate(self, program, base: int) -> bytes:
         return program.relocated(base)
 

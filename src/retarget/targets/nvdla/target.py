@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ...errors import TargetError
 from ...ir.graph import Graph, Node
+from ..accel.graph_layers import refuse_unknown
 from ..accel.kernel import Binding, LayerInfo
 from ..base import INT8_MUL_SHIFT, Region, Support
 from ..external.compiler import CompilerRun, ExternalCompilerTarget
@@ -44,13 +45,7 @@ class NvdlaTarget(ExternalCompilerTarget):
 
     def supports(self, node: Node, graph: Graph) -> Support:
         if node.op not in self.rules:
-            if node.op in ("QuantizeLinear", "DequantizeLinear"):
-                return Support.no(f"{node.op} '{node.name}' converts float <-> int8 at the "
-                                  f"edge of the integer graph; the host does it")
-            if any(v is not None and v.type is not None and v.type.dtype.startswith("float")
-                   for v in node.inputs + node.outputs):
-                return Support.no(f"{node.op} '{node.name}' is a float op; nvdla runs int8")
-            return Support.no(f"nvdla has no engine for {node.op}")
+            return refuse_unknown(self.name, node, "engine")
         return self.rules[node.op](self, node, graph)
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
