@@ -534,7 +534,7 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
     power-of-two scales and half-even rounding it is 0."""
     from ..targets.cpu.reference import run_graph
     from .onnx import read_onnx
-    from .ort_check import run_onnxruntime
+    from .ort_check import matching_output, run_onnxruntime
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
     batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
     acc: dict[str, list] = {}
@@ -542,13 +542,7 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
         want = run_onnxruntime(proto, feed)
         got = run_graph(graph, feed)
         for name, a in got.items():
-            if name not in want:
-                raise RetargetError(f"output {name!r}: onnxruntime gives no such output "
-                                    f"(it gives {sorted(want)})")
-            b = np.asarray(want[name])
-            if b.shape != a.shape:
-                raise RetargetError(f"output {name!r}: shape {list(a.shape)} here, "
-                                    f"{list(b.shape)} from onnxruntime")
+            b = matching_output(want, name, a.shape)
             step = _output_step(proto, name, b.shape)
             d = np.abs(a.astype(np.float64) - b.astype(np.float64))
             if step is not None:

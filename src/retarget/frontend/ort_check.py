@@ -50,6 +50,19 @@ def run_onnxruntime(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) ->
     return dict(zip(names, session.run(names, {k: np.asarray(v) for k, v in inputs.items()})))
 
 
+def matching_output(want: dict, name: str, shape) -> np.ndarray:
+    """onnxruntime's output `name` from `want`, which must exist and have `shape` (else an
+    error naming it)."""
+    if name not in want:
+        raise RetargetError(f"output {name!r}: onnxruntime gives no such output "
+                            f"(it gives {sorted(want)})")
+    ref = np.asarray(want[name])
+    if ref.shape != tuple(shape):
+        raise RetargetError(f"output {name!r}: shape {list(shape)} here, "
+                            f"{list(ref.shape)} from onnxruntime")
+    return ref
+
+
 def compare_with_onnxruntime(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray],
                              outputs: Mapping[str, np.ndarray],
                              tolerance: float = DEFAULT_TOLERANCE) -> list[OutputDiff]:
@@ -59,13 +72,7 @@ def compare_with_onnxruntime(model: onnx.ModelProto, inputs: Mapping[str, np.nda
     want = run_onnxruntime(model, inputs)
     diffs = []
     for name, got in outputs.items():
-        if name not in want:
-            raise RetargetError(f"output {name!r}: onnxruntime gives no such output "
-                                f"(it gives {sorted(want)})")
-        ref = np.asarray(want[name])
-        if ref.shape != got.shape:
-            raise RetargetError(f"output {name!r}: shape {list(got.shape)} here, "
-                                f"{list(ref.shape)} from onnxruntime")
+        ref = matching_output(want, name, got.shape)
         a, b = got.astype(np.float64), ref.astype(np.float64)
         err = float(np.abs(a - b).max()) if a.size else 0.0
         scale = float(np.abs(b).max()) if b.size else 0.0
