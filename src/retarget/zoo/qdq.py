@@ -14,6 +14,17 @@ def init(name, array):
     return numpy_helper.from_array(np.asarray(array), name)
 
 
+
+def _conv_on_quantized_input() -> list:
+    """x quantised and dequantised at scale xs, then Conv(x, DQ(w), DQ(b)) -> "c": the
+    prefix of every QDQ test model here."""
+    return [
+        helper.make_node("QuantizeLinear", ["x", "xs", "zp"], ["xq"], name="qx"),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "zp"], ["xd"], name="dqx"),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wzp"], ["wd"], name="dqw", axis=0),
+        helper.make_node("DequantizeLinear", ["b", "bs", "bzp"], ["bd"], name="dqb", axis=0),
+        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], name="conv", pads=[1, 1, 1, 1])]
+
 def qdq_cnn(x_scale=2.0 ** -5, per_channel=True, seed=0, *, w_scale=None,
             y_scale=2.0 ** -3, w2_scale=2.0 ** -8, z_scale=2.0 ** -2) -> onnx.ModelProto:
     """x -> Q -> DQ -> Conv(DQ W, DQ B) -> Relu -> Q -> DQ -> Flatten -> MatMul(DQ W2) -> Q -> DQ,
@@ -36,11 +47,7 @@ def qdq_cnn(x_scale=2.0 ** -5, per_channel=True, seed=0, *, w_scale=None,
              init("ys", np.float32(y_scale)), init("w2", w2), init("w2s", np.float32(w2_scale)),
              init("zs", np.float32(z_scale))]
     nodes = [
-        helper.make_node("QuantizeLinear", ["x", "xs", "zp"], ["xq"], name="qx"),
-        helper.make_node("DequantizeLinear", ["xq", "xs", "zp"], ["xd"], name="dqx"),
-        helper.make_node("DequantizeLinear", ["w", "ws", "wzp"], ["wd"], name="dqw", axis=0),
-        helper.make_node("DequantizeLinear", ["b", "bs", "bzp"], ["bd"], name="dqb", axis=0),
-        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        *_conv_on_quantized_input(),
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("QuantizeLinear", ["r", "ys", "zp"], ["rq"], name="qr"),
         helper.make_node("DequantizeLinear", ["rq", "ys", "zp"], ["rd"], name="dqr"),
@@ -74,11 +81,7 @@ def qdq_residual(x_scale=0.0123, c_scale=0.0371, y_scale=0.0517, per_channel=Tru
              init("ws", ws), init("wzp", zp_w), init("b", b), init("bs", bs), init("bzp", zp_b),
              init("cs", np.float32(c_scale)), init("ys", np.float32(y_scale))]
     nodes = [
-        helper.make_node("QuantizeLinear", ["x", "xs", "zp"], ["xq"], name="qx"),
-        helper.make_node("DequantizeLinear", ["xq", "xs", "zp"], ["xd"], name="dqx"),
-        helper.make_node("DequantizeLinear", ["w", "ws", "wzp"], ["wd"], name="dqw", axis=0),
-        helper.make_node("DequantizeLinear", ["b", "bs", "bzp"], ["bd"], name="dqb", axis=0),
-        helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        *_conv_on_quantized_input(),
         helper.make_node("QuantizeLinear", ["c", "cs", "zp"], ["cq"], name="qc"),
         helper.make_node("DequantizeLinear", ["cq", "cs", "zp"], ["cd"], name="dqc"),
         helper.make_node("Add", ["cd", "xd"], ["a"], name="add"),
