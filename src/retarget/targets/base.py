@@ -13,6 +13,8 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
 - `make_device()`: the Device (runtime/device.py) that runs the kernels.
 - `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
+- `design_space(preset)`: optional, the hardware design space `retarget explore` sweeps
+  (targets/<name>/space.py; docs/explore.md); None by default.
 - `number_format`: the integer format the target computes in (a NumberFormat), or None for a
   float target. compile() quantises the graph into it (passes/quantize) or converts a
   pre-quantised model to it (frontend/onnx_quantized) before anything target-specific runs:
@@ -272,6 +274,24 @@ class Target:
 
     def make_device(self):
         raise NotImplementedError(f"target {self.name!r} does not implement make_device()")
+
+    @classmethod
+    def design_space(cls, preset: str | None = None):
+        """The hardware design space `retarget explore` sweeps (an explore.space.DesignSpace
+        around `preset`, or the default config), or None when the target declares none.
+        Default: `design_space(preset)` of the module targets/<name>/space.py, if it exists."""
+        import importlib
+        path = f"{__package__}.{cls.name}.space"
+        try:
+            mod = importlib.import_module(path)
+        except ModuleNotFoundError as e:
+            if e.name and path.startswith(e.name):   # no such module (not a broken import)
+                return None
+            raise
+        fn = getattr(mod, "design_space", None)
+        if fn is None:
+            return None
+        return fn(preset) if preset else fn()
 
     def estimate_cost(self, region: Region) -> float | None:
         """Estimated seconds for `region` on this target, or None without a cost model."""
