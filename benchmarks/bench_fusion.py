@@ -77,6 +77,7 @@ def run(name: str, preset: str, q) -> dict:
                 for g in graphs)
     # search from cold: a fresh target (no cost cached) and no tile choice cached
     dnnvm_lower._CHOICES.clear()
+    dnnvm_lower._CC_CHOICES.clear()
     fresh = get_target(spec)
     t0 = time.perf_counter()
     plans = {r.name: plan_region(fresh, r, "optimized") for r in regions}

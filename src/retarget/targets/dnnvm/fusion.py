@@ -11,8 +11,13 @@ them as one unit (lower.py):
 - horizontal: two or three dense convs reading one input through the same window
   (`horizontal2`, `horizontal3`): the input tile is loaded once for all of them.
 
-CONV -> CONV with the intermediate kept on chip is not lowered (the CONV instruction reads
-its input from the input buffer only), so no template offers it.
+- vertical CONV -> CONV (`conv_conv`), the intermediate kept on chip: the first conv's only
+  consumer is the second, which is dense (any kernel, stride and padding the CONV encodes);
+  the first is dense or depthwise; and CONV -> CONV -> add (`conv_conv_add`: a bottleneck's
+  3x3 -> 1x1 -> residual add, the second conv's only consumer the add, as conv_add). The buffer-fit check is the target's (lower.conv_conv_fit:
+  both convs' weights and biases resident, the intermediate rows and columns the second
+  conv's window needs beside its accumulators in one output slot); a pair no tile fits has
+  no cost, so the search never chooses it.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from ..accel.graph_layers import region_requantize_map
 from ..base import Region
 from ..fusion import FusionGraph, Template, Vertex
 from .config import DNNVMConfig
-from .lower import ConvHead, Lowering
+from .lower import ConvHead, Lowering, conv_conv_ok
 from .region import layer_of
 
 
@@ -35,6 +40,16 @@ def _one_consumer(g: FusionGraph, t: int, v: int) -> bool:
 
 def _dense(g: FusionGraph, t: int, v: int) -> bool:
     return t == 0 or (g.vertices[v].attrs["layer"].groups == 1)
+
+
+def _inner(g: FusionGraph, t: int, v: int) -> bool:
+    """Both convs of a conv -> conv -> add: each result goes only to the next vertex."""
+    return t == 2 or (len(g.succ[v]) == 1 and not g.vertices[v].attrs["output"])
+
+
+def _chainable(g: FusionGraph, mapping: tuple[int, ...]) -> bool:
+    l1, l2 = (g.vertices[v].attrs["layer"] for v in mapping[:2])
+    return conv_conv_ok(l1, l2) is None
 
 
 def _same_window(g: FusionGraph, mapping: tuple[int, ...]) -> bool:
@@ -50,6 +65,10 @@ TEMPLATES = (
              (1, 2, 3), _dense, _same_window),
     Template("horizontal2", ("*", "conv", "conv"), ((0, 1), (0, 2)), (1, 2), _dense,
              _same_window),
+    # last: greedy takes the first template among groups of one size
+    Template("conv_conv", ("conv", "conv"), ((0, 1),), (0, 1), _one_consumer, _chainable),
+    Template("conv_conv_add", ("conv", "conv", "add"), ((0, 1), (1, 2)), (0, 1, 2), _inner,
+             _chainable),
 )
 
 _TYPES = {"Conv": "conv", "Gemm": "dense", "MatMul": "dense", "MaxPool": "pool",
@@ -102,14 +121,16 @@ class GroupCosts:
             return 0                                   # addressing only: no instructions
         layers = tuple(v.attrs["layer"] for v in verts)
         # the conv's result is the add's first operand (a) or its second (b)
-        conv_is_a = kinds != ("conv", "add") or \
-            verts[1].attrs["node"].inputs[0] is verts[0].attrs["value"]
-        key = (kinds, tuple(_anonymous(lay) for lay in layers), conv_is_a)
+        conv_is_a = kinds[-2:] != ("conv", "add") or \
+            verts[-1].attrs["node"].inputs[0] is verts[-2].attrs["value"]
+        # two convs are a vertical pair (the second reads the first) or a horizontal one
+        chained = len(members) == 2 and members[1] in g.succ[members[0]]
+        key = (kinds, tuple(_anonymous(lay) for lay in layers), conv_is_a, chained)
         if key not in self._cache:
-            self._cache[key] = self._time(kinds, layers, conv_is_a)
+            self._cache[key] = self._time(kinds, layers, conv_is_a, chained)
         return self._cache[key]
 
-    def _time(self, kinds, layers, conv_is_a: bool) -> int | None:
+    def _time(self, kinds, layers, conv_is_a: bool, chained: bool = False) -> int | None:
         from .timing import simulate_timing
         ctx = Lowering(self.cfg, check=False)
         try:
@@ -135,6 +156,15 @@ class GroupCosts:
                 ctx.conv_add(conv, ctx.input("x", conv.in_shape), None, None, add,
                              ctx.input("r", add.shape), conv_is_a,
                              [ctx.feature_map("y", add.shape)])
+            elif kinds == ("conv", "conv") and chained:
+                l1, l2 = layers
+                ctx.conv_conv(l1, ctx.input("x", l1.in_shape), None, None, l2, None, None,
+                              [ctx.feature_map("y", l2.out_shape)])
+            elif kinds == ("conv", "conv", "add"):
+                l1, l2, add = layers
+                ctx.conv_conv(l1, ctx.input("x", l1.in_shape), None, None, l2, None, None,
+                              [ctx.feature_map("y", add.shape)], add=add,
+                              other=ctx.input("r", add.shape), conv_is_a=conv_is_a)
             elif set(kinds) == {"conv"}:
                 x = ctx.input("x", layers[0].in_shape)
                 ctx.conv_group([ConvHead(lay, (ctx.feature_map(f"y{k}", lay.out_shape),))

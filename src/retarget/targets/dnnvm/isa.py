@@ -122,7 +122,8 @@ class Save(Insn):
 
 @dataclass(slots=True)
 class Conv(Insn):
-    """out[y, x, o] over an input tile [in_h, in_w, ic] (HWC, already padded) and weights
+    """out[y, x, o] over an input tile [in_h, in_w, ic] (HWC) of buffer `in_buf` (IN, or OUT
+    for a fused CONV -> CONV), surrounded by pad_* rows / columns of zeros, and weights
     [oc, kh, kw, ic] ([oc, kh, kw, 1] depthwise, ic == oc): int32 accumulators at out_addr
     start from the int32 bias at bias_addr (`first`) or from what is there; with `last` they
     are requantised (round half up by `shift`, activation, clip to [lo, hi]) to int8 written
@@ -149,6 +150,15 @@ class Conv(Insn):
     first: int = 1
     last: int = 1
     depthwise: int = 0
+    # appended after the original fields (a stream that leaves them 0 encodes as before): the
+    # buffer the input tile is read from (IN, or OUT: a fused CONV -> CONV reads the first
+    # conv's int8 result where it was computed), and rows / columns of zeros around the tile
+    # (the second conv's padding at the map's border, which no LOAD materialises on chip)
+    in_buf: int = Buf.IN
+    pad_top: int = 0
+    pad_bottom: int = 0
+    pad_left: int = 0
+    pad_right: int = 0
     opcode: ClassVar[Opcode] = Opcode.CONV
     engine: ClassVar[int] = CONV_E
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import math
+
 import numpy as np
 
 from ...errors import TargetError
@@ -369,6 +371,284 @@ def conv_pool_tile(layer: Conv2d, pool: Pool2d, cfg: DNNVMConfig) -> ConvTile:
     return best[1]
 
 
+@dataclass(frozen=True, slots=True)
+class ConvConvTile:
+    """A fused conv -> conv: the second conv's output rows x columns per tile and its
+    output-channel chunk; the first conv's output-channel chunk (the second's input-channel
+    chunk: the intermediate is kept in OUT as int8 chunks of `tmid` channels) and its
+    input-channel chunk."""
+    th: int
+    tw: int
+    toc2: int
+    tmid: int
+    tic1: int
+
+
+def _packed(pixels: int, channels: int, chunk: int) -> int:
+    """Bytes of OUT that `channels` int8 results of `pixels` pixels take when computed in
+    chunks of `chunk` channels packed one after another: each chunk's int32 accumulators start
+    where its int8 result will be, so the last chunk needs room for 4 bytes per element."""
+    chunk = min(chunk, channels)
+    n = -(-channels // chunk)
+    last = channels - (n - 1) * chunk
+    end = ((n - 1) * chunk + 4 * last) * pixels            # the last chunk's accumulators
+    if n > 1:                                             # the last full chunk's
+        end = max(end, (n + 2) * chunk * pixels)
+    return end
+
+
+def _mid_extent(l2: Conv2d, y0: int, th: int, x0: int, tw: int):
+    """The intermediate's rows and columns a tile of the second conv reads (first, count,
+    zeros before, zeros after), along each axis."""
+    (kh, kw), (sh, sw) = l2.kernel, l2.stride
+    return (_in_extent(y0, th, sh, kh, l2.pads[0], l2.in_shape[2]),
+            _in_extent(x0, tw, sw, kw, l2.pads[1], l2.in_shape[3]))
+
+
+def conv_conv_ok(l1: Conv2d, l2: Conv2d) -> str | None:
+    """Why two convs cannot be fused as CONV -> CONV (None when they can): the second reads
+    exactly the first's result, is dense (any kernel, stride and padding the CONV encodes),
+    and the first is dense or depthwise."""
+    if l2.in_shape != l1.out_shape:
+        return f"'{l2.name}' reads {l2.in_shape}, '{l1.name}' produces {l1.out_shape}"
+    if l2.groups != 1:
+        return f"'{l2.name}' is grouped: its input chunks would have to follow its output's"
+    if l1.in_shape[0] != 1 and l1.in_shape[0] != l2.in_shape[0]:
+        return "batch mismatch"
+    if max(l2.pads) > MAX_PAD:
+        return f"'{l2.name}' pads {l2.pads} exceed the CONV's {MAX_PAD}"
+    return None
+
+
+def conv_conv_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
+                  add: bool = False) -> str | None:
+    """Which buffer a fused conv -> conv overflows (None when it fits): both convs' weights
+    and biases stay resident (the whole weight and bias buffers), the first conv's input tile
+    one input slot, and one output slot holds the intermediate rows and columns the second
+    conv's window needs (all channels, int8) beside the second conv's accumulators."""
+    why = conv_conv_ok(l1, l2)
+    if why:
+        return why
+    c1, c2 = l1.out_channels, l2.out_channels
+    ic1 = l1.in_shape[1]
+    dw1 = l1.groups > 1
+    w = c1 * l1.kernel[0] * l1.kernel[1] * (1 if dw1 else ic1) + \
+        c2 * l2.kernel[0] * l2.kernel[1] * c1
+    if w > cfg.wgt_buf_bytes:
+        return (f"weight buffer: both convs' weights ({w} B) must stay resident, the buffer "
+                f"holds {cfg.wgt_buf_bytes} B")
+    if 4 * (c1 + c2) > cfg.bias_buf_bytes:
+        return (f"bias buffer: {c1 + c2} resident biases need {4 * (c1 + c2)} B, the buffer "
+                f"holds {cfg.bias_buf_bytes} B")
+    # the worst tile is an interior one: its window reads no padding
+    (kh2, kw2), (sh2, sw2) = l2.kernel, l2.stride
+    rows = min((t.th - 1) * sh2 + kh2, l1.out_hw[0])
+    cols = min((t.tw - 1) * sw2 + kw2, l1.out_hw[1])
+    tmid = min(t.tmid, c1)
+    (kh1, kw1), (sh1, sw1) = l1.kernel, l1.stride
+    in_rows, in_cols = (rows - 1) * sh1 + kh1, (cols - 1) * sw1 + kw1
+    tic1 = tmid if dw1 else min(t.tic1, ic1)
+    if in_rows * in_cols * tic1 > cfg.inp_slot:
+        return (f"input buffer: the first conv's {in_rows}x{in_cols}x{tic1} input tile needs "
+                f"{in_rows * in_cols * tic1} B, a slot holds {cfg.inp_slot} B")
+    need = _packed(rows * cols, c1, tmid) + _packed(t.th * t.tw, c2, t.toc2) + \
+        (t.th * t.tw * c2 if add else 0)
+    if need > cfg.out_buf_bytes // 2:
+        return (f"output buffer: {rows}x{cols}x{c1} intermediate and a {t.th}x{t.tw}x{c2} "
+                f"result (int32 while they accumulate{', and the add operand' if add else ''})"
+                f" need {need} B, a slot holds {cfg.out_buf_bytes // 2} B")
+    if max(in_rows, in_cols, rows, cols, t.th, t.tw, t.toc2, tmid, tic1) > ISA_MAX_DIM:
+        return f"a tile dimension exceeds the ISA's {ISA_MAX_DIM}"
+    return None
+
+
+def _ladder(step: int, total: int) -> list[int]:
+    out, v = [], min(step, total)
+    while v < total:
+        out.append(v)
+        v *= 2
+    return out + [total]
+
+
+def _widest_cc(l1, l2, cfg, th, toc2, tmid, tic1, add=False) -> ConvConvTile | None:
+    ow = l2.out_hw[1]
+    if conv_conv_fit(l1, l2, ConvConvTile(th, 1, toc2, tmid, tic1), cfg, add):
+        return None
+    lo, hi = 1, ow
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if conv_conv_fit(l1, l2, ConvConvTile(th, mid, toc2, tmid, tic1), cfg, add):
+            hi = mid - 1
+        else:
+            lo = mid
+    return ConvConvTile(th, lo, toc2, tmid, tic1)
+
+
+def conv_conv_candidates(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig,
+                         add: bool = False) -> list[ConvConvTile]:
+    """Fused tiles worth estimating: rows in multiples of h_p, or such that the intermediate
+    rows they need are (no PE row idle in the first conv); intermediate chunks in multiples of
+    both ic_p and oc_p, or all channels; the second conv's channels in oc_p multiples or all;
+    the first conv's input channels all at once when they fit, else ic_p multiples; each with
+    its widest fitting width."""
+    oh2 = l2.out_hw[0]
+    c1, c2, ic1 = l1.out_channels, l2.out_channels, l1.in_shape[1]
+    (kh2, _), (sh2, _) = l2.kernel, l2.stride
+    rows = set(_ladder(cfg.h_p, oh2))
+    for k in range(1, 9):
+        rows.add(min(k * cfg.h_p, oh2))
+        r = (k * cfg.h_p - kh2) // sh2 + 1
+        if 1 <= r <= oh2:
+            rows.add(r)
+    step = cfg.ic_p * cfg.oc_p // math.gcd(cfg.ic_p, cfg.oc_p)
+    tmids = sorted(set(_ladder(step, c1)) | {min(cfg.ic_p, c1)})
+    toc2s = _ladder(cfg.oc_p, c2)
+    tic1s = [c1] if l1.groups > 1 else list(reversed(_ladder(cfg.ic_p, ic1)))
+    out = []
+    for th in sorted(rows):
+        for tmid in tmids:
+            for toc2 in toc2s:
+                for tic1 in tic1s:
+                    t = _widest_cc(l1, l2, cfg, th, toc2, tmid, tic1, add)
+                    if t is not None:
+                        out.append(t)
+                        break                  # the most input channels that fit
+    return out
+
+
+def conv_conv_estimate(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
+                       add: bool = False) -> float:
+    """Closed-form cycles of a fused conv -> conv (as conv_estimate): the CONV engine's steps
+    over every tile (the first conv's halo rows and columns recomputed), the loads (each
+    tile's input once per input chunk, resident weights once) and the saves, the busiest
+    engine or the DDR port, plus the first tile's loads and the last save."""
+    c = cfg
+    n = l1.in_shape[0]
+    oh, ow = l2.out_hw
+    c1, c2, ic1 = l1.out_channels, l2.out_channels, l1.in_shape[1]
+    (kh1, kw1), (sh1, sw1) = l1.kernel, l1.stride
+    (kh2, kw2) = l2.kernel
+    dw1 = l1.groups > 1
+    nmid = -(-c1 // t.tmid)
+    nic1 = 1 if dw1 else -(-ic1 // t.tic1)
+    no2 = -(-c2 // t.toc2)
+    per = c.insn_overhead + c.ddr_latency
+    insn = c.insn_overhead + c.conv_pipeline
+    conv = load_b = 0.0
+    loads = 0
+    for y0 in range(0, oh, t.th):
+        for x0 in range(0, ow, t.tw):
+            th, tw = min(t.th, oh - y0), min(t.tw, ow - x0)
+            (_, rows, _, _), (_, cols, _, _) = _mid_extent(l2, y0, th, x0, tw)
+            s1 = (-(-rows // c.h_p) * cols * kh1 * kw1
+                  * (1 if dw1 else -(-min(t.tic1, ic1) // c.ic_p)) * -(-t.tmid // c.oc_p))
+            conv += nmid * nic1 * (s1 * c.step_cycles + insn)
+            s2 = (-(-th // c.h_p) * tw * kh2 * kw2 * -(-t.tmid // c.ic_p)
+                  * -(-t.toc2 // c.oc_p))
+            conv += no2 * nmid * (s2 * c.step_cycles + insn)
+            in_tile = ((rows - 1) * sh1 + kh1) * ((cols - 1) * sw1 + kw1) * \
+                (t.tmid if dw1 else min(t.tic1, ic1))
+            k = nmid if (dw1 or nic1 > 1) else 1
+            loads += k * nic1 if not dw1 else k
+            load_b += (k * nic1 if not dw1 else k) * in_tile
+    conv *= n
+    load_b *= n
+    loads *= n
+    w = c1 * kh1 * kw1 * (1 if dw1 else ic1) + c2 * kh2 * kw2 * c1
+    loads += nmid * nic1 + no2 * nmid + nmid + no2
+    load_b += w + 4 * (c1 + c2)
+    out_b = n * oh * ow * c2
+    saves = n * -(-oh // t.th) * -(-ow // t.tw) * no2
+    if add:                            # the operand: one load per saved chunk, ELEW on MISC
+        loads += saves
+        load_b += out_b
+    load = loads * per + load_b / c.ddr_bytes_per_cycle
+    save = saves * per + out_b / c.ddr_bytes_per_cycle
+    port = (load_b + out_b) / c.ddr_bytes_per_cycle
+    fill = 2 * per + (load_b / max(loads, 1)) / c.ddr_bytes_per_cycle
+    drain = per + t.th * t.tw * t.toc2 / c.ddr_bytes_per_cycle
+    return max(conv, load, save, port) + fill + drain
+
+
+_CC_CHOICES: ChoiceCache[ConvConvTile] = ChoiceCache()
+CC_JUDGED = 2          # the best estimates timed by the full cycle model
+
+
+def choose_conv_conv_tile(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig,
+                          add: ResidualAdd | None = None) -> ConvConvTile:
+    """The fused tile: candidates ranked by the closed-form estimate, the best CC_JUDGED
+    lowered and timed by the full cycle model, the fastest kept; cached by geometry.
+    `add`: the second conv's result meets an operand in a fused add (room for it in OUT).
+    TargetError naming the buffer when none fits."""
+    has_add = add is not None
+    key = (l1.in_shape, l1.out_channels, l1.kernel, l1.stride, l1.pads, l1.groups,
+           l2.out_channels, l2.kernel, l2.stride, l2.pads, cfg, has_add)
+    hit = _CC_CHOICES.get(key)
+    if hit is not None:
+        return hit
+    cands = conv_conv_candidates(l1, l2, cfg, has_add)
+    if not cands:
+        why = conv_conv_fit(l1, l2, ConvConvTile(1, 1, 1, 1, 1), cfg, has_add)
+        raise TargetError(f"conv '{l1.name}' -> conv '{l2.name}': no fused tile fits config "
+                          f"{cfg.name!r}: {why}")
+    ranked = rank(cands, lambda t: conv_conv_estimate(l1, l2, t, cfg, has_add),
+                  keep=CC_JUDGED)
+    if len(ranked) == 1:
+        return _CC_CHOICES.put(key, ranked[0][1])
+    chosen = judge(ranked, time=lambda t: time_conv_conv(l1, l2, t, cfg, add))
+    return _CC_CHOICES.put(key, chosen[1])
+
+
+def time_conv_conv(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
+                   add: ResidualAdd | None = None) -> int:
+    """Model cycles of a fused conv -> conv (-> add) lowered alone with tile `t`."""
+    from .timing import simulate_timing
+    ctx = Lowering(cfg, check=False)
+    x = ctx.input("x", l1.in_shape)
+    y = ctx.feature_map("y", l2.out_shape)
+    other = None if add is None else ctx.input("r", l2.out_shape)
+    ctx.conv_conv(l1, x, None, None, l2, None, None, [y], tile=t, add=add, other=other)
+    return simulate_timing(ctx.finish()).total_cycles
+
+
+class _Resident:
+    """Weights and biases a fused group keeps on chip for all its tiles: each block is loaded
+    once, on first use, at the next free address of the whole buffer (both slots). The first
+    load waits for every earlier reader of the buffer; `close` hands the buffers back to the
+    rings (the next layer's loads wait for this group's last CONV)."""
+
+    def __init__(self, low: "Lowering", uid: int):
+        self.low, self.uid = low, uid
+        self.addr: dict[tuple, int] = {}
+        self.end = {Buf.WGT: 0, Buf.BIAS: 0}
+        self.last_load: dict[Buf, int] = {}
+
+    def get(self, buf: Buf, key, fields) -> tuple[int, object]:
+        hkey = ("resident", self.uid, buf, key)
+        if (buf, key) not in self.addr:
+            hz = self.low.hz
+            if buf not in self.last_load:
+                for s in (0, 1):
+                    hz.write((buf, s), LOAD_E)
+            nbytes = fields["rows"] * fields["cols"] * fields["vec_bytes"]
+            self.addr[(buf, key)] = self.end[buf]
+            i = self.low.b.emit(Load(buf=int(buf), sram_addr=self.end[buf], **fields))
+            self.end[buf] += nbytes
+            hz.did_write(hkey, i)
+            self.last_load[buf] = i
+        return self.addr[(buf, key)], hkey
+
+    def close(self, last_conv: int | None) -> None:
+        hz = self.low.hz
+        for buf, i in self.last_load.items():
+            for s in (0, 1):
+                hz.did_write((buf, s), i)
+                if last_conv is not None:
+                    hz.did_read((buf, s), last_conv)
+            ring = self.low.rings[buf]
+            ring.keys = [None, None]
+
+
 class Lowering:
     """Builds one dnnvm Program: DDR feature maps and constants, then layers in order."""
 
@@ -570,6 +850,95 @@ class Lowering:
         self.b.end_layer()
         return t
 
+    def conv_conv(self, l1: Conv2d, x: FeatureMap, w1, b1, l2: Conv2d, w2, b2,
+                  outs: list[FeatureMap], tile: ConvConvTile | None = None,
+                  add: ResidualAdd | None = None, other: FeatureMap | None = None,
+                  conv_is_a: bool = True) -> ConvConvTile:
+        """Two convs fused vertically, the intermediate kept on chip (the paper's CONV -> CONV):
+        for each tile of the second conv's output, the first conv computes the rows and
+        columns the second's window covers (recomputing the halo between tiles), all its
+        channels, requantised to int8 in chunks in the output buffer; the second conv reads
+        them from there (CONV in_buf=OUT, its border padding as the CONV's own zero rows and
+        columns) into accumulators beside them, and only its result is saved. Both convs'
+        weights and biases stay resident for the whole map. With `add`, the second conv's
+        result meets `other` in an element-wise add on chip first (conv -> conv -> add, as
+        conv_add: each chunk's operand loaded beside it, ELEW in place, one SAVE)."""
+        t = tile or choose_conv_conv_tile(l1, l2, self.cfg, add)
+        why = conv_conv_fit(l1, l2, t, self.cfg, add is not None)
+        if why:
+            raise TargetError(f"conv '{l1.name}' -> conv '{l2.name}': tile {t} does not fit "
+                              f"config {self.cfg.name!r}: {why}")
+        uid = self._layer_uid()
+        consts1 = self._conv_consts(ConvHead(l1, (), w1, b1))
+        consts2 = self._conv_consts(ConvHead(l2, (), w2, b2))
+        res = _Resident(self, uid)
+        ring = self.rings[Buf.OUT]
+        oh, ow = l2.out_hw
+        c1, c2 = l1.out_channels, l2.out_channels
+        kh, kw = l2.kernel
+        sh, sw = l2.stride
+        r = l2.requant
+        last_conv = None
+        self.b.begin_layer(f"{l1.name} + {l2.name}" + (f" + {add.name}" if add else ""))
+        for n in range(l2.in_shape[0]):
+            for y0 in range(0, oh, t.th):
+                for x0 in range(0, ow, t.tw):
+                    th, tw = min(t.th, oh - y0), min(t.tw, ow - x0)
+                    (ry, rows, zt, zb), (rx, cols, zl, zr) = _mid_extent(l2, y0, th, x0, tw)
+                    slot = self._out_slot()
+                    base = ring.addr(slot)
+                    mids = []
+                    for j, m0 in enumerate(range(0, c1, t.tmid)):
+                        mc = min(t.tmid, c1 - m0)
+                        addr = base + j * rows * cols * t.tmid
+                        self._conv_block(l1, consts1, x, uid, n, ry, rows, rx, cols, m0, mc,
+                                         t.tic1, slot, out_addr=addr, res=res, claim=j == 0)
+                        mids.append((m0, mc, addr))
+                    acc0 = base + _packed(rows * cols, c1, t.tmid)
+                    opnd0 = acc0 + _packed(th * tw, c2, t.toc2)
+                    for k, o0 in enumerate(range(0, c2, t.toc2)):
+                        oc = min(t.toc2, c2 - o0)
+                        out_addr = acc0 + k * th * tw * t.toc2
+                        if add is not None:
+                            opnd = opnd0 + k * th * tw * t.toc2
+                            if k == 0:           # after the slot's previous readers
+                                self.hz.write((Buf.OUT, slot), LOAD_E)
+                            self.hz.read(("ddr", other.buffer), LOAD_E)
+                            i = self.b.emit(Load(
+                                buf=int(Buf.OUT), sram_addr=opnd,
+                                ddr_addr=other.addr + n * other.image + y0 * other.row
+                                + x0 * other.pixel + o0, rows=th, cols=tw, vec_bytes=oc,
+                                ddr_row_stride=other.row, ddr_col_stride=other.pixel))
+                            self.hz.did_write((Buf.OUT, slot, "operand", k), i)
+                        for j, (m0, mc, addr) in enumerate(mids):
+                            first, last = j == 0, j == len(mids) - 1
+                            wa, wkey = self._weights(l2, consts2[0], o0, oc, m0, mc, res)
+                            reads = [wkey]
+                            ba = 0
+                            if first:
+                                ba, bkey = self._biases(l2, consts2[1], o0, oc, res)
+                                reads.append(bkey)
+                            insn = Conv(in_buf=int(Buf.OUT), in_addr=addr, wgt_addr=wa,
+                                        bias_addr=ba, out_addr=out_addr, kh=kh, kw=kw, sh=sh,
+                                        sw=sw, in_h=rows, in_w=cols, ic=mc, out_h=th,
+                                        out_w=tw, oc=oc, shift=r.shift, lo=r.lo, hi=r.hi,
+                                        first=int(first), last=int(last), pad_top=zt,
+                                        pad_bottom=zb, pad_left=zl, pad_right=zr)
+                            last_conv = self._compute(insn, CONV_E, reads, slot, False, last)
+                        if add is not None:
+                            a, b = (out_addr, opnd) if conv_is_a else (opnd, out_addr)
+                            elew = Elew(a_buf=int(Buf.OUT), a_addr=a, b_buf=int(Buf.OUT),
+                                        b_addr=b, out_addr=out_addr, count=th * tw * oc,
+                                        shift_a=add.shift_a, shift_b=add.shift_b,
+                                        out_shift=add.out_shift, lo=add.lo, hi=add.hi)
+                            self._compute(elew, MISC_E, [(Buf.OUT, slot),
+                                                         (Buf.OUT, slot, "operand", k)],
+                                          slot, False, True)
+                        self._save(slot, outs, n, y0, th, x0, tw, o0, oc, out_addr - base)
+        res.close(last_conv)
+        self.b.end_layer()
+        return t
+
     def _check_fit(self, layer: Conv2d, t: ConvTile, extra: int = 0) -> None:
         why = conv_fit(layer, t, self.cfg, extra)
         if why:
@@ -601,10 +970,13 @@ class Lowering:
 
     def _conv_block(self, layer: Conv2d, consts: tuple[int, int], x: FeatureMap, uid: int,
                     n: int, y0: int, th: int, x0: int, tw: int, o0: int, toc: int, tic: int,
-                    out_slot: int) -> None:
+                    out_slot: int, out_addr: int | None = None, res: "_Resident | None" = None,
+                    claim: bool = True) -> None:
         """Loads and CONVs computing output rows [y0, y0+th), columns [x0, x0+tw), channels
         [o0, o0+toc) of `layer` as int8 at the start of `out_slot` (input-channel chunks of
-        `tic` accumulate in int32 there first)."""
+        `tic` accumulate in int32 there first). A fused conv -> conv passes `out_addr` (where
+        in the slot), `res` (its weights and biases stay resident) and `claim` (only the first
+        CONV of a tile waits for the slot's previous readers)."""
         w_addr, b_addr = consts
         ic = layer.in_shape[1]
         kh, kw = layer.kernel
@@ -621,23 +993,43 @@ class Lowering:
             in_addr, in_slot = self._load_tile(
                 x, (uid, n, y0, th, x0, tw, c0, cc), n, ry, nry, rx, nrx, c0, cc,
                 (zt, zb, zl, zr))
-            w_addr_s, w_slot = self._load(
-                Buf.WGT, (layer.name, o0, c0), None, ddr_addr=w_addr + o0 * kh * kw * wic
-                + (0 if dw else c0), rows=toc, cols=kh * kw, vec_bytes=1 if dw else cc,
-                ddr_row_stride=kh * kw * wic, ddr_col_stride=wic)
-            reads = [(Buf.IN, in_slot), (Buf.WGT, w_slot)]
+            w_addr_s, w_key = self._weights(layer, w_addr, o0, toc, 0 if dw else c0,
+                                            1 if dw else cc, res)
+            reads = [(Buf.IN, in_slot), w_key]
             b_addr_s = 0
             if first:
-                b_addr_s, b_slot = self._load(
-                    Buf.BIAS, (layer.name, o0), None, ddr_addr=b_addr + 4 * o0, rows=1,
-                    cols=toc, vec_bytes=4, ddr_row_stride=0, ddr_col_stride=4)
-                reads.append((Buf.BIAS, b_slot))
+                b_addr_s, b_key = self._biases(layer, b_addr, o0, toc, res)
+                reads.append(b_key)
             insn = Conv(in_addr=in_addr, wgt_addr=w_addr_s, bias_addr=b_addr_s,
-                        out_addr=self.rings[Buf.OUT].addr(out_slot), kh=kh, kw=kw, sh=sh, sw=sw,
+                        out_addr=self.rings[Buf.OUT].addr(out_slot) if out_addr is None
+                        else out_addr, kh=kh, kw=kw, sh=sh, sw=sw,
                         in_h=zt + nry + zb, in_w=zl + nrx + zr, ic=cc, out_h=th, out_w=tw,
                         oc=toc, shift=r.shift, lo=r.lo, hi=r.hi, first=int(first),
                         last=int(last), depthwise=int(dw))
-            self._compute(insn, CONV_E, reads, out_slot, first, last)
+            self._compute(insn, CONV_E, reads, out_slot, first and claim, last)
+            claim = False
+
+    def _weights(self, layer: Conv2d, w_addr: int, o0: int, toc: int, c0: int, cc: int,
+                 res: "_Resident | None") -> tuple[int, object]:
+        """(on-chip address, hazard key) of weights [o0, o0+toc) x [c0, c0+cc) of a conv:
+        loaded into a slot of the weight ring unless there, or resident (`res`)."""
+        kh, kw = layer.kernel
+        wic = 1 if layer.groups > 1 else layer.in_shape[1]
+        fields = dict(ddr_addr=w_addr + o0 * kh * kw * wic + c0, rows=toc, cols=kh * kw,
+                      vec_bytes=cc, ddr_row_stride=kh * kw * wic, ddr_col_stride=wic)
+        if res is not None:
+            return res.get(Buf.WGT, (layer.name, o0, c0), fields)
+        addr, slot = self._load(Buf.WGT, (layer.name, o0, c0), None, **fields)
+        return addr, (Buf.WGT, slot)
+
+    def _biases(self, layer: Conv2d, b_addr: int, o0: int, toc: int,
+                res: "_Resident | None") -> tuple[int, object]:
+        fields = dict(ddr_addr=b_addr + 4 * o0, rows=1, cols=toc, vec_bytes=4,
+                      ddr_row_stride=0, ddr_col_stride=4)
+        if res is not None:
+            return res.get(Buf.BIAS, (layer.name, o0), fields)
+        addr, slot = self._load(Buf.BIAS, (layer.name, o0), None, **fields)
+        return addr, (Buf.BIAS, slot)
 
     # ---- pooling and requantisation on the POOL engine ---------------------------------------
     def pool(self, layer: Pool2d, x: FeatureMap, outs: list[FeatureMap]) -> None:
@@ -734,5 +1126,6 @@ class Lowering:
         return self.b.finish()
 
 
-__all__ = ["ConvHead", "ConvTile", "FeatureMap", "Lowering", "conv_pool_tile", "choose_conv_tile", "conv_candidates",
+__all__ = ["ConvConvTile", "ConvHead", "ConvTile", "choose_conv_conv_tile", "conv_conv_fit",
+           "conv_conv_ok", "FeatureMap", "Lowering", "conv_pool_tile", "choose_conv_tile", "conv_candidates",
            "conv_estimate", "conv_fit", "eq5_tile", "time_conv"]

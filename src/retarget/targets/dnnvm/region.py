@@ -120,6 +120,18 @@ def lower_region(cfg: DNNVMConfig, region: Region, groups=()):
             other = add.inputs[1] if conv_is_a else add.inputs[0]
             ctx.conv_add(layer, x, w, b, layer_of(add, None), source(add, other), conv_is_a,
                          out_maps(add))
+        elif template == "conv_conv":
+            second = members[1]
+            l2, w2, b2 = constants(second, None)
+            ctx.conv_conv(layer, x, w, b, l2, w2, b2, out_maps(second))
+        elif template == "conv_conv_add":
+            second, add = members[1], members[2]
+            l2, w2, b2 = constants(second, None)
+            conv_out = fused[id(second)].outputs[0]
+            conv_is_a = add.inputs[0] is conv_out
+            other = add.inputs[1] if conv_is_a else add.inputs[0]
+            ctx.conv_conv(layer, x, w, b, l2, w2, b2, out_maps(add), add=layer_of(add, None),
+                          other=source(add, other), conv_is_a=conv_is_a)
         elif template.startswith("horizontal"):
             heads = []
             for m in members:

@@ -213,11 +213,22 @@ class Simulator:
     def _conv(self, i, insn: Conv, c: Counters) -> None:
         kh, kw, sh, sw = insn.kh, insn.kw, insn.sh, insn.sw
         oh, ow, oc, ic = insn.out_h, insn.out_w, insn.oc, insn.ic
-        self._window(i, insn, kh, kw, sh, sw, insn.in_h, insn.in_w, oh, ow)
+        pt, pb, pl, pr = insn.pad_top, insn.pad_bottom, insn.pad_left, insn.pad_right
+        self._window(i, insn, kh, kw, sh, sw, pt + insn.in_h + pb, pl + insn.in_w + pr, oh, ow)
         if insn.depthwise and ic != oc:
             self._fail(i, insn, f"depthwise needs ic == oc, got {ic} and {oc}")
-        x = self._sram(i, insn, Buf.IN, insn.in_addr, insn.in_h * insn.in_w * ic,
+        if insn.in_buf not in (Buf.IN, Buf.OUT):
+            self._fail(i, insn, f"CONV reads its input from IN or OUT, not "
+                                f"{Buf(insn.in_buf).name}")
+        x = self._sram(i, insn, insn.in_buf, insn.in_addr, insn.in_h * insn.in_w * ic,
                        "CONV input").view(np.int8).reshape(insn.in_h, insn.in_w, ic)
+        acc_end = insn.out_addr + oh * ow * oc * 4
+        if insn.in_buf == Buf.OUT and insn.in_addr < acc_end and \
+                insn.out_addr < insn.in_addr + x.size:
+            self._fail(i, insn, f"input [{insn.in_addr}, {insn.in_addr + x.size}) overlaps the "
+                                f"accumulators [{insn.out_addr}, {acc_end}) in OUT")
+        if pt or pb or pl or pr:
+            x = np.pad(x, ((pt, pb), (pl, pr), (0, 0)))
         wic = 1 if insn.depthwise else ic
         w = self._sram(i, insn, Buf.WGT, insn.wgt_addr, oc * kh * kw * wic,
                        "CONV weights").view(np.int8).reshape(oc, kh, kw, wic)
