@@ -11,11 +11,11 @@ def _mask(m: int) -> str:
     return ",".join(e for k, e in enumerate(ENGINES) if m >> k & 1) or "-"
 
 
-def _pad(insn) -> str:
+def _pad(insn, zeros: bool = False) -> str:
     if not (insn.pad_top or insn.pad_bottom or insn.pad_left or insn.pad_right):
         return ""
     return (f"  pad t{insn.pad_top} b{insn.pad_bottom} l{insn.pad_left} r{insn.pad_right} "
-            f"={insn.pad_value}")
+            f"={0 if zeros else insn.pad_value}")
 
 
 def format_insn(insn: Insn) -> str:
@@ -33,7 +33,9 @@ def format_insn(insn: Insn) -> str:
                                             else "")
         flags = "".join(f for f, on in (("first ", insn.first), ("last ", insn.last),
                                         ("dw ", insn.depthwise)) if on)
-        return (f"CONV [in {insn.in_addr:#x} {insn.in_h}x{insn.in_w}x{insn.ic}  wgt "
+        src = "" if insn.in_buf == Buf.IN else f"{Buf(insn.in_buf).name} "
+        return (f"CONV [in {src}{insn.in_addr:#x} {insn.in_h}x{insn.in_w}x{insn.ic}"
+                f"{_pad(insn, zeros=True)}  wgt "
                 f"{insn.wgt_addr:#x} k{insn.kh}x{insn.kw} s{insn.sh}x{insn.sw}  bias "
                 f"{insn.bias_addr:#x} -> out {insn.out_addr:#x} {insn.out_h}x{insn.out_w}x"
                 f"{insn.oc}  {flags}shift {insn.shift} {act} [{insn.lo},{insn.hi}]]{deps}")
