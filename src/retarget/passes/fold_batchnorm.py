@@ -30,20 +30,30 @@ def fold_batchnorm(graph: Graph) -> Graph:
     outputs = {id(v) for v in g.outputs}
     folded: set[int] = set()  # id of BN nodes merged away
     added: list[tuple[Node, Node]] = []   # (MatMul, the bias Add to place after it)
+    # Names in use, gathered once (g.unique_name gathers them on every call): a name not in it
+    # nor added since is free; otherwise g.unique_name decides, exactly as before.
+    taken = {v.name for v in g.values()} | {n.name for n in g.nodes}
+
+    def unique_name(base: str) -> str:
+        name = base if base not in taken else g.unique_name(base)
+        taken.add(name)
+        return name
+
     for bn in g.nodes:
         if bn.op == "BatchNormalization" and id(bn.outputs[0]) not in outputs:
             mm = _dense_before(bn, consumers, producers, outputs)
             if mm is not None:
                 added.append((mm, _fold_into_matmul(g, mm, bn)))
                 g.replace_all_uses(bn.outputs[0], bn.inputs[0])
+                taken |= {v.name for v in g.values()}   # the names the MatMul fold took
                 folded.add(id(bn))
                 continue
         if bn.op != "BatchNormalization" or not _foldable(bn, consumers, producers, outputs):
             continue
         conv = producers[bn.inputs[0]]
         w, b = _folded_params(conv, bn)
-        conv.inputs = [conv.inputs[0], constant(g.unique_name(f"{conv.name}.weight_folded"), w),
-                       constant(g.unique_name(f"{conv.name}.bias_folded"), b)]
+        conv.inputs = [conv.inputs[0], constant(unique_name(f"{conv.name}.weight_folded"), w),
+                       constant(unique_name(f"{conv.name}.bias_folded"), b)]
         conv.outputs = [bn.outputs[0]]
         folded.add(id(bn))
     if not folded:
@@ -112,6 +122,12 @@ def _folded_params(conv: Node, bn: Node) -> tuple[np.ndarray, np.ndarray]:
     b = conv.input(2).const if conv.input(2) is not None else np.zeros(m, w.dtype)
     gamma, beta, mean, var = (v.const.astype(np.float64) for v in bn.inputs[1:5])
     k = gamma / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
-    w2 = w.astype(np.float64) * k.reshape((m,) + (1,) * (w.ndim - 1))
     b2 = (b.astype(np.float64) - mean) * k + beta
-    return w2.astype(w.dtype), b2.astype(w.dtype)
+    kw = k.reshape((m,) + (1,) * (w.ndim - 1))
+    if w.dtype.kind != "f":
+        return (w.astype(np.float64) * kw).astype(w.dtype), b2.astype(w.dtype)
+    # Each product computed in float64 and rounded to W's dtype as it is stored: the values
+    # of (w.astype(float64) * k).astype(w.dtype), without a float64 copy of the weights.
+    w2 = np.empty(w.shape, w.dtype)
+    np.multiply(w, kw, out=w2, dtype=np.float64, casting="same_kind")
+    return w2, b2.astype(w.dtype)

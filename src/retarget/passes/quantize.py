@@ -56,6 +56,7 @@ from .infer_shapes import infer_shapes
 # scale. Only input 0 (all inputs for Concat) is a data tensor.
 PASS_THROUGH = {"MaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                 "Identity", "Relu", "GlobalMaxPool", "Concat", "Pad"}
+_CHUNK = 1 << 15     # elements per piece when quantising a large weight tensor
 WEIGHT_QMAX = 127  # symmetric weights: -128 is never used, so negation cannot overflow
 
 
@@ -158,6 +159,7 @@ class _Rewriter:
     A scale is in the format's own terms (a subclass's): whatever `scale_for` returns.
     `planned` holds the calibrated scale of every float value; `chosen` the scale of every
     value that got an integer stand-in."""
+    widens_weights = False    # quantize_weights accepts float32 weights (else given float64)
 
     # ---- what a number format defines ----------------------------------------------------------
     @staticmethod
@@ -341,7 +343,9 @@ class _Rewriter:
     def _weight_scales(self, w: np.ndarray, channel_axis: int):
         """Scale of a weight tensor: one, or a vector with one per output channel."""
         if not self.per_channel:
-            return self.scale_for(float(np.max(np.abs(w))) if w.size else 0.0, WEIGHT_QMAX)
+            # max |w| = max(max w, -min w), exactly (NaN in either), without an |w| copy
+            return self.scale_for(max(float(w.max()), -float(w.min())) if w.size else 0.0,
+                                  WEIGHT_QMAX)
         axes = tuple(a for a in range(w.ndim) if a != channel_axis)
         maxima = np.max(np.abs(w), axis=axes) if w.size else np.zeros(w.shape[channel_axis])
         return np.array([self.scale_for(float(m), WEIGHT_QMAX) for m in maxima])
@@ -357,7 +361,11 @@ class _Rewriter:
         if node.input(2) is not None and not node.input(2).is_const:
             return False
         attrs = dict(node.attrs)
-        wt = w.const.astype(np.float64)
+        # Float32 weights stay float32 where the rewriter widens them exactly itself (the
+        # power-of-two quantiser: max and min are exact in either width, and quantize_weights
+        # multiplies in float64); Gemm's alpha is folded in float64 here.
+        wt = (w.const if self.widens_weights and node.op != "Gemm" and w.const.dtype == np.float32
+              else w.const.astype(np.float64))
         bias = node.input(2).const.astype(np.float64) if node.input(2) is not None else None
         y = node.outputs[0]
         if node.op == "MatMul" and bias is None:
@@ -470,6 +478,7 @@ class _Rewriter:
 class _Pow2Rewriter(_Rewriter):
     """Power-of-two scales, held as fractional bits f (real = q * 2**-f): every change of
     scale is a shift."""
+    widens_weights = True     # quantize_weights takes float32 weights and computes in float64
 
     @staticmethod
     def scale_for(max_abs: float, qmax: int = QMAX) -> int:
@@ -498,8 +507,30 @@ class _Pow2Rewriter(_Rewriter):
                           frac_bits=scale, dtype=v.type.dtype)
 
     def quantize_weights(self, w: np.ndarray, scale) -> np.ndarray:
-        return quantize_p2(w, frac_bits=scale, rounding="half_up", lo=-WEIGHT_QMAX,
-                           hi=WEIGHT_QMAX, dtype="int8")
+        if w.dtype not in (np.float32, np.float64) or np.isnan(w).any():
+            return quantize_p2(w, frac_bits=scale, rounding="half_up", lo=-WEIGHT_QMAX,
+                               hi=WEIGHT_QMAX, dtype="int8")
+        # quantize_p2's arithmetic step for step (float64(x) * 2**f, + 0.5, floor, clip,
+        # cast), in place on one float64 array instead of a fresh one per step: the same values.
+        factor = np.ldexp(1.0, np.asarray(scale).astype(np.int32))
+        if np.ndim(factor) == 0 and w.flags.c_contiguous and w.size > _CHUNK:
+            # one scale: in cache-sized pieces of the flattened tensor into the int8 result
+            flat, out = w.reshape(-1), np.empty(w.shape, np.int8)
+            dst, v = out.reshape(-1), np.empty(_CHUNK, np.float64)
+            for i in range(0, flat.size, _CHUNK):
+                n = min(_CHUNK, flat.size - i)
+                u = v[:n]
+                np.multiply(flat[i:i + n], factor, out=u, dtype=np.float64)
+                np.add(u, 0.5, out=u)
+                np.floor(u, out=u)
+                np.clip(u, -WEIGHT_QMAX, WEIGHT_QMAX, out=u)
+                dst[i:i + n] = u
+            return out
+        v = np.multiply(w, factor, dtype=np.float64)
+        np.add(v, 0.5, out=v)
+        np.floor(v, out=v)
+        np.clip(v, -WEIGHT_QMAX, WEIGHT_QMAX, out=v)
+        return v.astype("int8")
 
     def quantize_bias(self, bias: np.ndarray, scale) -> tuple[np.ndarray, str]:
         bq = quantize_p2(bias, frac_bits=scale, rounding="half_up", lo=INT32_MIN,

@@ -31,7 +31,13 @@ class DramBuffer:
     @property
     def nbytes(self) -> int:
         # Python ints: a shape read from a damaged file must not overflow int64 silently.
-        return math.prod(int(d) for d in self.shape) * np.dtype(self.dtype).itemsize
+        size = _ITEMSIZE.get(self.dtype)
+        if size is None:
+            size = np.dtype(self.dtype).itemsize
+        return math.prod(map(int, self.shape)) * size
+
+
+_ITEMSIZE = {d: np.dtype(d).itemsize for d in DTYPES}
 
 
 def find_buffer(buffers: Mapping[str, DramBuffer], name: str) -> DramBuffer:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field, replace
+from operator import is_
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -41,6 +42,38 @@ from .isa import (ITER_BITS, NO_DEPS, STAGE_ALU, STAGE_COMPUTE, STAGE_LOAD, STAG
 _STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store",
                 STAGE_ALU: "alu"}
 PAD_MAX = (1 << PAD_BITS) - 1
+_LOADABLE = frozenset((MemType.INP, MemType.WGT, MemType.ACC, MemType.ACC_8BIT))
+class _Lazy:
+    """An instruction's description for error messages, formatted only when one is raised
+    (building the string for every instruction emitted cost more than checking it)."""
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __str__(self) -> str:
+        return self.fn(*self.args)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def _load_what(mem_type, n: int) -> str:
+    return f"load_2d {mem_type.name} (instruction {n})"
+
+
+def _store_what(n: int) -> str:
+    return f"store_2d (instruction {n})"
+
+
+def _gemm_what(n: int) -> str:
+    return f"gemm (instruction {n})"
+
+
+def _alu_what(op, n: int) -> str:
+    return f"alu {op.name} (instruction {n})"
+
+
 _POP_DEPS = {(prev, nxt): Deps(pop_prev=prev, pop_next=nxt)
              for prev in (False, True) for nxt in (False, True)}
 
@@ -54,16 +87,44 @@ class UopLoop:
     wgt_factor: int = 0
 
 
+class KernelKey:
+    """(uops, loops) with its hash computed once: the builder looks kernels up by it for every
+    GEMM and ALU instruction, and hashing a tuple of micro-op dataclasses each time cost more
+    than the rest of emitting them."""
+    __slots__ = ("uops", "loops", "_hash")
+
+    def __init__(self, uops: tuple, loops: tuple):
+        self.uops, self.loops, self._hash = uops, loops, hash((uops, loops))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, KernelKey):
+            return NotImplemented
+        return self._hash == other._hash and self.uops == other.uops and self.loops == other.loops
+
+    def __repr__(self) -> str:
+        return f"KernelKey({self.uops!r}, {self.loops!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class UopKernel:
     """Micro-ops plus up to two loops (outer first). Identity for caching is (uops, loops)."""
     uops: tuple[Uop, ...]
     loops: tuple[UopLoop, ...] = ()
     name: str = ""
+    _key: KernelKey | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
-    def key(self) -> tuple:
-        return (self.uops, self.loops)
+    def key(self) -> KernelKey:
+        k = self._key
+        if k is None:
+            k = KernelKey(self.uops, self.loops)
+            object.__setattr__(self, "_key", k)
+        return k
 
     def loop_params(self) -> tuple[int, int, int, int, int, int, int, int]:
         """(iter_out, iter_in, dst_out, dst_in, src_out, src_in, wgt_out, wgt_in)."""
@@ -152,10 +213,21 @@ class Program:
     # belong to layer `name`. Filled by the lowering (LoweringContext); timing.simulate_timing
     # uses them for per-layer aggregates. Empty for hand-built programs.
     layers: list[tuple[str, int, int]] = field(default_factory=list)
+    # (the instructions encoded, the layout, their encoding): the builder's finish() encodes the stream to
+    # check every field, so saving it need not encode it again while `insns` holds the same
+    # instruction objects
+    _encoded: tuple | None = field(default=None, repr=False, compare=False)
 
     def stream(self) -> bytes:
         """The binary instruction stream (16 bytes per instruction, little-endian)."""
-        return encode_stream(self.insns, layout_for(self.config))
+        layout = layout_for(self.config)
+        if self._encoded is not None:
+            done, lay, raw = self._encoded
+            if lay == layout and len(done) == len(self.insns) and all(map(is_, done, self.insns)):
+                return raw
+        raw = encode_stream(self.insns, layout)
+        self._encoded = (tuple(self.insns), layout, raw)
+        return raw
 
     def dram_image(self, data: dict[str, np.ndarray] | None = None) -> np.ndarray:
         """A uint8 DRAM image of `dram_bytes`: the uop image plus the given buffer contents
@@ -249,6 +321,7 @@ class StreamBuilder:
                        MemType.ACC: c.acc_depth, MemType.ACC_8BIT: c.acc_depth,
                        MemType.OUT: min(c.out_depth, c.acc_depth), MemType.UOP: c.uop_depth}
         self._reach: dict[tuple, tuple[int, int, int]] = {}   # kernel key -> max indices
+        self._reach_ok: set[tuple] = set()   # (kernel key, src memory, uses WGT) checked
 
     # ---- DRAM ------------------------------------------------------------------------------
     def alloc(self, name: str, shape: tuple[int, ...], dtype: str = "int8") -> DramBuffer:
@@ -294,7 +367,7 @@ class StreamBuilder:
     def _dram_base(self, what: str, buf: DramBuffer | str, mem_type: MemType, elem_offset: int,
                    x_size: int, y_size: int, x_stride: int) -> int:
         buf = buf if isinstance(buf, DramBuffer) else self._buffer(buf)
-        eb = self._dram_elem_bytes(mem_type)
+        eb = self._elem_bytes[mem_type]
         if buf.offset % eb:
             raise TargetError(f"{what}: buffer {buf.name!r} at byte {buf.offset} is not aligned "
                               f"to {mem_type.name} elements of {eb} bytes")
@@ -337,18 +410,21 @@ class StreamBuilder:
                 y_pad_after: int = 0) -> int:
         """LOAD a 2-D block (runtime's load_buffer_2d). Offsets and sizes count elements of
         `mem_type` (INP, WGT, ACC or ACC_8BIT). Returns the instruction index."""
-        mem_type = MemType(mem_type)
-        what = f"load_2d {mem_type.name} (instruction {len(self.insns)})"
-        if mem_type not in (MemType.INP, MemType.WGT, MemType.ACC, MemType.ACC_8BIT):
+        if type(mem_type) is not MemType:
+            mem_type = MemType(mem_type)
+        what = _Lazy(_load_what, mem_type, len(self.insns))
+        if mem_type not in _LOADABLE:
             raise TargetError(f"{what}: cannot load memory type {mem_type.name}")
         if x_size < 1 or y_size < 1:
             raise TargetError(f"{what}: x_size={x_size}, y_size={y_size} must be >= 1")
         dram = self._dram_base(what, buffer, mem_type, elem_offset, x_size, y_size, x_stride)
-        for name, pad in (("y_pad_0", y_pad_before), ("y_pad_1", y_pad_after),
-                          ("x_pad_0", x_pad_before), ("x_pad_1", x_pad_after)):
-            if not 0 <= pad <= PAD_MAX:
-                raise IsaError(f"{what}: field {name}={pad} does not fit its {PAD_BITS}-bit "
-                               f"field (0..{PAD_MAX})")
+        if not (0 <= y_pad_before <= PAD_MAX and 0 <= y_pad_after <= PAD_MAX
+                and 0 <= x_pad_before <= PAD_MAX and 0 <= x_pad_after <= PAD_MAX):
+            for name, pad in (("y_pad_0", y_pad_before), ("y_pad_1", y_pad_after),
+                              ("x_pad_0", x_pad_before), ("x_pad_1", x_pad_after)):
+                if not 0 <= pad <= PAD_MAX:
+                    raise IsaError(f"{what}: field {name}={pad} does not fit its {PAD_BITS}-bit "
+                                   f"field (0..{PAD_MAX})")
         rows = y_pad_before + y_size + y_pad_after
         cols = x_pad_before + x_size + x_pad_after
         depth = self._sram_depth(mem_type)
@@ -356,7 +432,7 @@ class StreamBuilder:
             raise TargetError(f"{what}: writes {mem_type.name} SRAM [{sram_index}, "
                               f"{sram_index + rows * cols}) ({rows}x{cols} incl. padding), "
                               f"outside its depth {depth}")
-        stage = STAGE_LOAD if mem_type in (MemType.INP, MemType.WGT) else STAGE_COMPUTE
+        stage = STAGE_LOAD if mem_type is MemType.INP or mem_type is MemType.WGT else STAGE_COMPUTE
         return self._emit(MemInsn(Opcode.LOAD, self._pops(stage), mem_type, sram_index, dram,
                                   y_size, x_size, x_stride, y_pad_before, y_pad_after,
                                   x_pad_before, x_pad_after))
@@ -365,7 +441,7 @@ class StreamBuilder:
                  y_size: int, x_stride: int, mem_type: MemType = MemType.OUT) -> int:
         """STORE a 2-D block of OUT elements (runtime's store_buffer_2d)."""
         mem_type = MemType(mem_type)
-        what = f"store_2d (instruction {len(self.insns)})"
+        what = _Lazy(_store_what, len(self.insns))
         if mem_type is not MemType.OUT:
             raise TargetError(f"{what}: STORE supports only OUT, not {mem_type.name}")
         if x_size < 1 or y_size < 1:
@@ -466,6 +542,9 @@ class StreamBuilder:
         self._ring_ptr = start + n
 
     def _check_reach(self, what: str, k: UopKernel, src_type: MemType, use_wgt: bool) -> None:
+        ok = (k.key, src_type, use_wgt)
+        if ok in self._reach_ok:        # checked before: the depths do not change
+            return
         reach = self._reach.get(k.key)
         if reach is None:
             reach = self._reach[k.key] = k.max_indices()
@@ -478,10 +557,11 @@ class StreamBuilder:
             if reach >= depth:
                 raise TargetError(f"{what}: kernel {k.name!r} reaches {field_name} index {reach} "
                                   f"but {mt.name} has depth {depth}")
+        self._reach_ok.add(ok)
 
     def gemm(self, kernel: UopKernel, reset: bool = False) -> int:
         """Push a GEMM (or, with reset, an accumulator-zeroing) instruction over `kernel`."""
-        what = f"gemm (instruction {len(self.insns)})"
+        what = _Lazy(_gemm_what, len(self.insns))
         self._check_reach(what, kernel, MemType.INP, use_wgt=not reset)
         bgn = self._make_resident(kernel)
         p = kernel.loop_params()
@@ -491,7 +571,7 @@ class StreamBuilder:
     def alu(self, kernel: UopKernel, op: AluOp, imm: int | None = None) -> int:
         """Push an ALU instruction: acc[dst] = op(acc[dst], imm if given else acc[src])."""
         op = AluOp(op)
-        what = f"alu {op.name} (instruction {len(self.insns)})"
+        what = _Lazy(_alu_what, op, len(self.insns))
         self._check_reach(what, kernel, MemType.ACC, use_wgt=False)
         bgn = self._make_resident(kernel)
         p = kernel.loop_params()
@@ -548,12 +628,14 @@ class StreamBuilder:
         flag, _ = self._check_stages(frm, to, "dep_push")
         if self._finished:
             raise TargetError("the stream is finished; start a new StreamBuilder")
-        self._commit_pending_pop(frm)
+        if self._pending_prev[frm] or self._pending_next[frm]:
+            self._commit_pending_pop(frm)
         if self.insns:
             last = self.insns[-1]
             if stage_of(last, self.alu_stage) == frm and not isinstance(last, FinishInsn) \
                     and not getattr(last.deps, flag):
-                self.insns[-1] = with_deps(last, **{flag: True})
+                self.insns[-1] = (with_deps(last, push_prev=True) if flag == "push_prev"
+                                  else with_deps(last, push_next=True))
                 return
         self._noop(frm, **{flag: True})
 
@@ -589,6 +671,6 @@ class StreamBuilder:
         for i in self._uop_loads:
             insn = self.insns[i]
             self.insns[i] = replace(insn, dram_base=insn.dram_base + uop_base // 4)
-        encode_stream(self.insns, self.layout)   # every field fits, or IsaError naming the first
+        raw = encode_stream(self.insns, self.layout)  # every field fits, or IsaError naming the first
         return Program(self.cfg, list(self.insns), uops, uop_base, dict(self.buffers),
-                       dram_bytes, dict(self.stats))
+                       dram_bytes, dict(self.stats), _encoded=(tuple(self.insns), self.layout, raw))

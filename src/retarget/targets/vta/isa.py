@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from functools import lru_cache
+from operator import attrgetter
 
 import numpy as np
 
@@ -134,8 +135,25 @@ def with_deps(insn: Insn, pop_prev: bool | None = None, pop_next: bool | None = 
                 d.pop_next if pop_next is None else pop_next,
                 d.push_prev if push_prev is None else push_prev,
                 d.push_next if push_next is None else push_next)
-    return type(insn)(*[deps if n == "deps" else getattr(insn, n)
-                        for n in _FIELD_NAMES[type(insn)]])
+    cls = type(insn)
+    at, before, after = _DEPS_SPLIT[cls]
+    if at:                                    # MemInsn: opcode, deps, ...
+        return cls(before(insn), deps, *after(insn))
+    return cls(deps, *after(insn)) if after is not None else cls(deps)
+
+
+def _deps_split(cls) -> tuple:
+    """(index of deps, getter of the field before it, getter of the fields after it) for
+    with_deps (each getter None when there is nothing there)."""
+    names = _FIELD_NAMES[cls]
+    at = names.index("deps")
+    rest = names[at + 1:]
+    return (at, attrgetter(names[0]) if at else None,
+            (attrgetter(*rest) if len(rest) > 1 else (lambda i, n=rest[0]: (getattr(i, n),)))
+            if rest else None)
+
+
+_DEPS_SPLIT = {cls: _deps_split(cls) for cls in _FIELD_NAMES}
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,29 +404,72 @@ def decode_insn(data: bytes, layout: IsaLayout, index: int | None = None) -> Ins
     return AluInsn(deps, bool(v[0]), *v[1:9], alu_op, bool(v[10]), imm)
 
 
+_DEPS_ATTRS = ("deps.pop_prev", "deps.pop_next", "deps.push_prev", "deps.push_next")
+# Per instruction kind: (opcode column or None when the opcode is a field, attribute getter of
+# the remaining columns), in the order _fields_values lists them.
+_COLUMNS = {
+    MemInsn: (None, attrgetter("opcode", *_DEPS_ATTRS, "memory_type", "sram_base", "dram_base",
+                               "y_size", "x_size", "x_stride", "y_pad_0", "y_pad_1", "x_pad_0",
+                               "x_pad_1")),
+    GemmInsn: (Opcode.GEMM, attrgetter(*_DEPS_ATTRS, "reset", "uop_bgn", "uop_end", "iter_out",
+                                       "iter_in", "dst_factor_out", "dst_factor_in",
+                                       "src_factor_out", "src_factor_in", "wgt_factor_out",
+                                       "wgt_factor_in")),
+    AluInsn: (Opcode.ALU, attrgetter(*_DEPS_ATTRS, "reset", "uop_bgn", "uop_end", "iter_out",
+                                     "iter_in", "dst_factor_out", "dst_factor_in",
+                                     "src_factor_out", "src_factor_in", "alu_op", "use_imm",
+                                     "imm")),
+    FinishInsn: (Opcode.FINISH, attrgetter(*_DEPS_ATTRS)),
+}
+_KIND_CODE = {cls: i for i, cls in enumerate(_COLUMNS)}
+
+
+def _kind_fields(cls, layout: IsaLayout) -> tuple[Field, ...]:
+    return layout.common + {MemInsn: layout.mem, GemmInsn: layout.gemm, AluInsn: layout.alu,
+                            FinishInsn: ()}[cls]
+
+
 def encode_stream(insns, layout: IsaLayout) -> bytes:
     """Concatenate the encodings of `insns` (16 bytes each). Vectorised: the field values of
-    each instruction kind are range-checked and packed as NumPy columns (no field lies across
-    the two 64-bit words: derive_layout). Any problem re-encodes one by one, so the IsaError
-    names the first offending instruction exactly as encode_insn does."""
+    each instruction kind are read as whole columns (attrgetter), range-checked and packed with
+    NumPy (no field lies across the two 64-bit words: derive_layout). Any problem re-encodes
+    one by one, so the IsaError names the first offending instruction exactly as encode_insn
+    does."""
+    insns = list(insns)
     words = np.zeros((len(insns), 2), dtype=np.uint64)
-    by_kind: dict[type, list[int]] = {}
-    for i, insn in enumerate(insns):
-        by_kind.setdefault(type(insn), []).append(i)
     try:
-        for idx in by_kind.values():
-            fields_, _ = _fields_values(insns[idx[0]], layout, "")
-            cols = np.array([_fields_values(insns[i], layout, "")[1] for i in idx],
-                            dtype=np.int64).reshape(len(idx), len(fields_))
+        kinds = np.fromiter(map(_KIND_CODE.__getitem__, map(type, insns)), dtype=np.int8,
+                            count=len(insns))
+        for cls, code in _KIND_CODE.items():
+            idx = np.flatnonzero(kinds == code)
+            if not idx.size:
+                continue
+            opcode, getter = _COLUMNS[cls]
+            rows = list(map(getter, map(insns.__getitem__, idx.tolist())))
+            fields_ = _kind_fields(cls, layout)
+            cols = np.empty((idx.size, len(fields_)), dtype=np.int64)
+            if opcode is None:
+                cols[:] = np.array(rows, dtype=np.int64).reshape(idx.size, len(fields_))
+                if ((cols[:, 0] != Opcode.LOAD) & (cols[:, 0] != Opcode.STORE)).any():
+                    raise IsaError("a memory instruction that is neither LOAD nor STORE")
+            else:
+                cols[:, 0] = int(opcode)
+                cols[:, 1:] = np.array(rows, dtype=np.int64).reshape(idx.size,
+                                                                     len(fields_) - 1)
+            if cls is AluInsn:
+                imm = cols[:, -1]
+                if ((imm < -(1 << (IMM_BITS - 1))) | (imm > (1 << (IMM_BITS - 1)) - 1)).any():
+                    raise IsaError("imm does not fit")
+                cols[:, -1] = imm & ((1 << IMM_BITS) - 1)
             maxes = np.array([f.max for f in fields_], dtype=np.int64)
             if ((cols < 0) | (cols > maxes)).any():
                 raise IsaError("a field does not fit")
-            packed = np.zeros((len(idx), 2), dtype=np.uint64)
+            packed = np.zeros((idx.size, 2), dtype=np.uint64)
             for k, f in enumerate(fields_):
                 half = f.lo // 64
                 packed[:, half] |= cols[:, k].astype(np.uint64) << np.uint64(f.lo % 64)
             words[idx] = packed
-    except (IsaError, TypeError, ValueError, OverflowError):
+    except (IsaError, TypeError, ValueError, OverflowError, KeyError):
         return b"".join(encode_insn(insn, layout, i) for i, insn in enumerate(insns))
     return words.astype("<u8").tobytes()
 

@@ -3,6 +3,7 @@ one instruction stream (a VTAKernel). Layers read the packed result of the previ
 intermediates stay packed in DRAM inside a region."""
 from __future__ import annotations
 
+import gc
 import math
 from typing import Any
 
@@ -63,6 +64,18 @@ def _dram_shape(v, readers: list[Node]) -> tuple[int, ...]:
 def lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     """One instruction stream for `region`: inputs in packed DRAM buffers, each layer lowered
     by targets/vta/lower/ reading the packed result of the previous one."""
+    # Lowering allocates tens of thousands of small objects (instructions, micro-ops, keys)
+    # and frees none of them as cycles: the cyclic collector's passes over them are pure cost.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _lower_region(cfg, region)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _lower_region(cfg: VTAConfig, region: Region) -> VTAKernel:
     ctx = L.LoweringContext(cfg)
     packed: dict[int, Any] = {}
     inputs = []

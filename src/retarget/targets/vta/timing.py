@@ -94,13 +94,19 @@ def _module_of(index: int, insn, alu_stage: bool = False) -> int:
     raise SimulationError(f"instruction #{index}: not a VTA instruction: {insn!r}", index)
 
 
+_SKIPPED_FIELDS = ("deps", "opcode", "memory_type", "alu_op", "imm", "reset", "use_imm")
+_CHECKED_FIELDS: dict[type, tuple[str, ...]] = {}    # instruction class -> fields checked
+
+
 def _check_fields(index: int, insn) -> None:
-    for f in fields(insn):
-        if f.name in ("deps", "opcode", "memory_type", "alu_op", "imm", "reset", "use_imm"):
-            continue
-        v = getattr(insn, f.name)
+    names = _CHECKED_FIELDS.get(type(insn))
+    if names is None:
+        names = _CHECKED_FIELDS[type(insn)] = tuple(
+            f.name for f in fields(insn) if f.name not in _SKIPPED_FIELDS)
+    for name in names:
+        v = getattr(insn, name)
         if not isinstance(v, (int, np.integer)) or v < 0:
-            raise SimulationError(f"{_label(index, insn)}: field {f.name}={v!r} must be a "
+            raise SimulationError(f"{_label(index, insn)}: field {name}={v!r} must be a "
                                   "non-negative integer", index)
 
 

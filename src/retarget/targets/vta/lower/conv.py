@@ -91,13 +91,15 @@ def _co_plans(g: ConvGeom, s: Schedule, first_only: bool = False) -> list[tuple]
     """(first output block, blocks, reduction phases, first input block per output block) per
     output-channel tile."""
     groups = g.cob // g.cog
-    if conv_spans(g, s):
+    if first_only:      # the first tile of either form starts at block 0
+        co_tiles = [(0, min(s.tile_co, g.cob if conv_spans(g, s) else g.cog))]
+    elif conv_spans(g, s):
         co_tiles = [(c0, min(s.tile_co, g.cob - c0)) for c0 in range(0, g.cob, s.tile_co)]
     else:
         co_tiles = [(gr * g.cog + c, min(s.tile_co, g.cog - c)) for gr in range(groups)
                     for c in range(0, g.cog, s.tile_co)]
     co_plans = []
-    for c0, tco in co_tiles[:1] if first_only else co_tiles:
+    for c0, tco in co_tiles:
         if conv_spans(g, s):
             gr0 = c0 // g.cog
             offs = tuple(((c0 + j) // g.cog - gr0) * g.cig for j in range(tco))
@@ -114,10 +116,26 @@ def _co_plans(g: ConvGeom, s: Schedule, first_only: bool = False) -> list[tuple]
 
 def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
     co_plans = _co_plans(g, s)
-    return [_Tile(n0, min(s.tile_n, g.nb - n0), oh0, min(s.tile_h, g.oh - oh0), ow0,
-                  min(s.tile_w, g.ow - ow0), c0, tco, phases, offs)
-            for n0 in range(0, g.nb, s.tile_n) for oh0 in range(0, g.oh, s.tile_h)
-            for ow0 in range(0, g.ow, s.tile_w) for c0, tco, phases, offs in co_plans]
+    ns = [(n0, min(s.tile_n, g.nb - n0)) for n0 in range(0, g.nb, s.tile_n)]
+    hs = [(oh0, min(s.tile_h, g.oh - oh0)) for oh0 in range(0, g.oh, s.tile_h)]
+    ws = [(ow0, min(s.tile_w, g.ow - ow0)) for ow0 in range(0, g.ow, s.tile_w)]
+    return [_Tile(n0, tn, oh0, th, ow0, tw, c0, tco, phases, offs)
+            for n0, tn in ns for oh0, th in hs for ow0, tw in ws
+            for c0, tco, phases, offs in co_plans]
+
+
+def _first_tile_head(g: ConvGeom, s: Schedule) -> _Tile:
+    """_tiles(g, s)[0] with its first reduction phase only and no input offsets (what the
+    tile search reads of it; a layer reduced in many phases has as many to build)."""
+    if conv_spans(g, s):
+        tco = min(s.tile_co, g.cob)
+        phase = (0, g.cig, 0, ((tco - 1) // g.cog + 1) * g.cig)
+    else:
+        tco = min(s.tile_co, g.cog)
+        tci = min(s.tile_ci, g.cig)
+        phase = (0, tci, 0, tci)
+    return _Tile(0, min(s.tile_n, g.nb), 0, min(s.tile_h, g.oh), 0, min(s.tile_w, g.ow), 0, tco,
+                 (phase,), ())
 
 
 def _first_tile(g: ConvGeom, s: Schedule) -> _Tile:

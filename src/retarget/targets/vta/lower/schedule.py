@@ -16,6 +16,7 @@ Nothing here is specific to one config: every limit comes from VTAConfig's depth
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 from ....errors import TargetError
@@ -192,11 +193,37 @@ def conv_fits(g: ConvGeom, cfg: VTAConfig, s: Schedule, nconst: int,
     return "; ".join(over) if over else None
 
 
+def _conv_fit(g: ConvGeom, nconst: int, cap: Capacity):
+    """fit(tn, th, tw, tco, tci): conv_fits(g, cfg, Schedule(tn, th, tw, tco, tci, v), nconst,
+    cap) is None, without building the schedule or the usage dict (the candidate search asks
+    tens of thousands of times)."""
+    cog, cig, kk = g.cog, g.cig, g.kk
+    in_cols = g.in_cols
+    in_rows = g.in_rows
+    const_acc = 0 if cap.resident else nconst
+    c_inp, c_wgt, c_acc, c_uop = cap.inp, cap.wgt, cap.acc, cap.uop
+
+    def fit(tn: int, th: int, tw: int, tco: int, tci: int) -> bool:
+        if tco > cog:           # conv_spans
+            if tco % cog or tci != cig:
+                return False
+            inp_blocks, wci = (tco // cog) * cig, cig
+        else:
+            if tci > cig:
+                return False
+            inp_blocks, wci = tci, tci
+        w = tco * wci * kk       # weights and micro-ops alike
+        return (tn * inp_blocks * in_rows(th) * in_cols(tw) <= c_inp and w <= c_wgt
+                and tn * tco * th * tw + tco * const_acc <= c_acc and w <= c_uop)
+    return fit
+
+
 def _distinct_tiles(n: int) -> list[int]:
     """Tile sizes giving distinct tile counts: ceil(n / k) for k = 1..n, largest first."""
     return sorted({ceil_div(n, k) for k in range(1, n + 1)}, reverse=True)
 
 
+@lru_cache(maxsize=4096)      # a pure function of ints that the tile search asks again and again
 def _axis_real(size: int, out: int, tile: int, k: int, s: int, pad0: int) -> int:
     """Input elements actually read along one axis, summed over tiles (padding excluded)."""
     total = 0
@@ -208,8 +235,12 @@ def _axis_real(size: int, out: int, tile: int, k: int, s: int, pad0: int) -> int
     return total
 
 
-def estimate_conv(layer: Conv2d, cfg: VTAConfig, s: Schedule) -> Estimate:
-    g = conv_geom(layer, cfg)
+def estimate_conv(layer: Conv2d, cfg: VTAConfig, s: Schedule, g: ConvGeom | None = None,
+                  nconst: int | None = None) -> Estimate:
+    """`g` = conv_geom(layer, cfg) and `nconst` = conv_consts(layer), when the caller has them
+    (the tile search asks for thousands of schedules of one layer)."""
+    if g is None:
+        g = conv_geom(layer, cfg)
     v = s.vthreads
     nt, ht, wt = ceil_div(g.nb, s.tile_n), ceil_div(g.oh, s.tile_h), ceil_div(g.ow, s.tile_w)
     sp = nt * ht * wt
@@ -226,7 +257,8 @@ def estimate_conv(layer: Conv2d, cfg: VTAConfig, s: Schedule) -> Estimate:
         inp = per_block * g.cig * nco if not spans else per_block * g.cib
     wtot = g.cob * g.cig * g.kk * cfg.wgt_elem_bytes
     wgt = wtot * (min(v, sp) if nco == 1 and nph == 1 else sp)
-    nconst = conv_consts(layer)
+    if nconst is None:
+        nconst = conv_consts(layer)
     out = g.nb * g.cob * g.oh * g.ow * cfg.out_elem_bytes
     const_loads = 1 if resident_consts(g, cfg, nconst) else sp   # once per layer, or per tile
     consts = const_loads * g.cob * nconst * cfg.acc_elem_bytes
@@ -319,23 +351,20 @@ def candidates(layer: Layer, cfg: VTAConfig, vthreads: int = 1) -> list[Schedule
             co_opts += [(m * g.cog, g.cig) for m in _distinct_tiles(g.cob // g.cog) if m > 1]
 
         cap = Capacity.of(g, cfg, nconst, vthreads)
-
-        def fit(s):
-            return conv_fits(g, cfg, s, nconst, cap) is None
+        fit = _conv_fit(g, nconst, cap)
     else:
         g = alu_geom(layer, cfg)
         co_opts = [(t, 1) for t in _distinct_tiles(g.cob)]
 
-        def fit(s):
-            return alu_fits(layer, g, cfg, s) is None
+        def fit(tn, th, tw, tco, tci):
+            return alu_fits(layer, g, cfg, Schedule(tn, th, tw, tco, tci, vthreads)) is None
     out = []
     for tn in _distinct_tiles(g.nb):
         for tco, tci in co_opts:
             for tw in _distinct_tiles(g.ow):
-                base = Schedule(tn, 1, tw, tco, tci, vthreads)
-                if not fit(base):
+                if not fit(tn, 1, tw, tco, tci):
                     continue
-                th = _max_rows(lambda h: fit(Schedule(tn, h, tw, tco, tci, vthreads)), g.oh)
+                th = _max_rows(lambda h: fit(tn, h, tw, tco, tci), g.oh)
                 out.append(Schedule(tn, _balanced(g.oh, th), _balanced(g.ow, tw), tco, tci,
                                     vthreads))
                 break

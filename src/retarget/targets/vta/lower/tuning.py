@@ -31,8 +31,8 @@ from ..config import VTAConfig
 from ..timing import TimingResult, simulate_timing
 from .context import LoweringContext
 from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, ResidualAdd
-from .schedule import (Schedule, candidates, conv_consts, conv_geom, dram_cost, estimate,
-                       resident_consts)
+from .schedule import (Schedule, _axis_real, candidates, conv_consts, conv_geom, dram_cost,
+                       estimate, resident_consts)
 from .tensor import ceil_div
 
 SCREENED = 24                  # candidates per thread count ranked by conv_cycles after the screen
@@ -49,9 +49,11 @@ _CYCLES: ChoiceCache[int] = ChoiceCache()               # geometry key -> model 
 
 
 def clear_cache() -> None:
-    """Forget cached choices (for measuring the search itself)."""
+    """Forget cached choices and the memo of the search's arithmetic (for measuring the
+    search itself as a fresh process runs it)."""
     _CACHE.clear()
     _CYCLES.clear()
+    _axis_real.cache_clear()
 
 
 def searched_layers() -> list[tuple[Layer, VTAConfig, int | None]]:
@@ -61,6 +63,14 @@ def searched_layers() -> list[tuple[Layer, VTAConfig, int | None]]:
 
 
 # ---- the analytic ranking ---------------------------------------------------------------------
+class _Shape:
+    """The fields of a conv tile that conv_cycles' input_loads and store_cost read."""
+    __slots__ = ("tn", "th", "tw", "tco", "oh0", "ow0")
+
+    def __init__(self, tn: int, th: int, tw: int, tco: int, oh0: int = 0, ow0: int = 0):
+        self.tn, self.th, self.tw, self.tco, self.oh0, self.ow0 = tn, th, tw, tco, oh0, ow0
+
+
 def _epilogue_passes(layer: Conv2d) -> int:
     """ALU passes over each accumulator of a tile (alu.emit_requant with vectors and the
     rounding constant folded into the bias)."""
@@ -75,7 +85,7 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     """Analytic cycles of a conv/dense schedule: the emitter's (tile, phase) sequence through
     three in-order modules with its token waits, each step costed like timing.insn_cost; the
     shared bus only as a lower bound. Micro-op loads are ignored. For ranking, not reporting."""
-    from .conv import _tiles, _window   # conv imports schedule; this module is imported lazily
+    from .conv import _co_plans, _window  # conv imports schedule; this module is imported lazily
     if isinstance(layer, Dense):
         layer = layer.as_conv()
     g, c = conv_geom(layer, cfg), cfg
@@ -104,9 +114,6 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             return dma(nci, hw, inp_eb) + (t.tn,)
         return dma(r_n, c_n, inp_eb, rows * cols - r_n * c_n) + (t.tn * nci,)
 
-    def n_acc_of(t) -> int:
-        return t.tn * t.tco * t.th * t.tw
-
     def store_cost(t) -> tuple[int, int]:
         npos, opos = t.th * t.tw, g.oh * g.ow
         if opos == 1:
@@ -119,85 +126,195 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
 
     hw = g.h * g.w
     inp_loads: dict[tuple, tuple[int, int, int]] = {}   # tiles repeat their input windows
-    tiles, v = _tiles(g, s), s.vthreads
+    # and their weight transfers: (cycles, beats) by (tci, tco)
+    wgt_loads: dict[tuple, tuple[int, int]] = {}
+    # What a tile costs beyond its loads depends on its shape alone: (tn, th, tw, tco) ->
+    # (kernels * (ovh + gemm_pipe), reset cycles, epilogue cycles, store (cycles, beats),
+    #  constant load (cycles, beats) or None when the constants are resident, tn*npos*tco*kk)
+    shapes: dict[tuple, tuple] = {}
+
+    def shape_of(tn: int, th: int, tw: int, tco: int) -> tuple:
+        npos = th * tw
+        n_acc = tn * tco * npos
+        kernels = 1 if npos == 1 else tn
+        t = _Shape(tn, th, tw, tco)
+        return (kernels * (ovh + gemm_pipe), ovh + gemm_pipe + n_acc,
+                passes * (ovh + alu_pipe + n_acc * alu_ii), store_cost(t),
+                None if resident else dma(1, tco * nconst, acc_eb), tn * npos * tco * kk)
+
+    # The tiles in emission order (conv._tiles), each as (spatial key, input-window key,
+    # tile, c0, tco, phases, shape costs); the keys are shared by the tiles of one position.
+    co_plans = _co_plans(g, s)
+    tiles = []
+    for n0 in range(0, g.nb, s.tile_n):
+        tn = min(s.tile_n, g.nb - n0)
+        for oh0 in range(0, g.oh, s.tile_h):
+            th_ = min(s.tile_h, g.oh - oh0)
+            for ow0 in range(0, g.ow, s.tile_w):
+                tw = min(s.tile_w, g.ow - ow0)
+                sp = (n0, tn, oh0, th_, ow0, tw)
+                win = (oh0, th_, ow0, tw, tn)
+                pos = _Shape(tn, th_, tw, 0, oh0, ow0)
+                for c0, tco, phases, _ in co_plans:
+                    sh = shapes.get((tn, th_, tw, tco))
+                    if sh is None:
+                        sh = shapes[tn, th_, tw, tco] = shape_of(tn, th_, tw, tco)
+                    tiles.append((sp, win, pos, c0, tco, phases, sh))
+    v = s.vthreads
     t_load = t_comp = t_store = t_alu = 0
     alu_stage = c.alu_stage
     bus_beats = 0
     gemm_done, store_done = [0] * v, [0] * v
-    resident_keys = [(None, None)] * v
+    res_i, res_w = [None] * v, [None] * v       # what each thread's halves hold
     if resident:
         d, b = dma(1, g.cob * nconst, acc_eb)
         t_comp, bus_beats = d, b
+    if v == 1:
+        return _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, kk, cig_kk, wgt_eb,
+                           dma, input_loads, inp_loads, wgt_loads)
     for first in range(0, len(tiles), v):
         group = list(enumerate(tiles[first:first + v]))
-        for p in range(len(group[0][1].phases)):
+        nph = len(group[0][1][5])
+        for p in range(nph):
             ready = [0] * v
             runs = []      # this phase's loads in stream order: (first start, cost each, count)
-            for th, t in group:
-                _, tci, ci0, nci = t.phases[p]
-                ik = (t.n0, t.tn, t.oh0, t.th, t.ow0, t.tw, ci0, nci)
-                wk = (t.c0, t.tco, t.phases[p][0], tci)
-                need_i, need_w = ik != resident_keys[th][0], wk != resident_keys[th][1]
-                resident_keys[th] = (ik, wk)
+            nloads = 0
+            for th, (sp, win, pos, c0, tco, phases, sh) in group:
+                p0, tci, ci0, nci = phases[p]
+                ik = (sp, ci0, nci)
+                wk = (c0, tco, p0, tci)
+                need_i, need_w = ik != res_i[th], wk != res_w[th]
+                res_i[th], res_w[th] = ik, wk
                 if not (need_i or need_w):
                     continue
-                t_load = max(t_load, gemm_done[th])
+                if gemm_done[th] > t_load:
+                    t_load = gemm_done[th]
                 if need_i:
-                    key = (t.oh0, t.th, t.ow0, t.tw, t.tn, nci)
-                    if key not in inp_loads:
-                        inp_loads[key] = input_loads(t, nci)
-                    d, b, count = inp_loads[key]
+                    key = (win, nci)
+                    il = inp_loads.get(key)
+                    if il is None:
+                        il = inp_loads[key] = input_loads(pos, nci)
+                    d, b, count = il
                     runs.append((t_load, d, count))
+                    nloads += count
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
                 if need_w:
-                    x = tci * kk
-                    d, b = (dma(1, x * t.tco, wgt_eb) if x == cig_kk
-                            else dma(t.tco, x, wgt_eb))
+                    wl = wgt_loads.get((tci, tco))
+                    if wl is None:
+                        x = tci * kk
+                        wl = wgt_loads[tci, tco] = (dma(1, x * tco, wgt_eb) if x == cig_kk
+                                                    else dma(tco, x, wgt_eb))
+                    d, b = wl
                     runs.append((t_load, d, 1))
+                    nloads += 1
                     t_load, bus_beats = t_load + d, bus_beats + b
                 ready[th] = t_load
             # In-order fetch: the compute instructions after these loads are dispatched only
             # once the load module's command queue has room for the last of them, i.e. once
             # the load `depth` places earlier has started (as timing.py dispatches).
-            gate, m = 0, sum([r[2] for r in runs]) - 1 - depth
+            gate, m = 0, nloads - 1 - depth
             if m >= 0:
                 for start, d, count in runs:
                     if m < count:
                         gate = start + d * m
                         break
                     m -= count
-            for th, t in group:
-                _, tci, _, _ = t.phases[p]
-                npos = t.th * t.tw
+            for th, (sp, win, pos, c0, tco, phases, sh) in group:
+                gemm_cost, reset, epi, store, const, work = sh
                 if p == 0:
-                    n_acc = t.tn * t.tco * npos
-                    t_comp = max(t_comp, store_done[th], gate) + ovh + gemm_pipe + n_acc
-                    if not resident:
-                        d, b = dma(1, t.tco * nconst, acc_eb)
-                        t_comp, bus_beats = t_comp + d, bus_beats + b
-                kernels = 1 if npos == 1 else t.tn
-                work = t.tn * npos * t.tco * tci * kk
-                t_comp = max(t_comp, ready[th], gate) + kernels * (ovh + gemm_pipe) + work
+                    t_comp = max(t_comp, store_done[th], gate) + reset
+                    if const is not None:
+                        t_comp, bus_beats = t_comp + const[0], bus_beats + const[1]
+                t_comp = max(t_comp, ready[th], gate) + gemm_cost + work * phases[p][1]
                 gemm_done[th] = t_comp
-                if alu_stage and p == len(t.phases) - 1:
+                if alu_stage and p == len(phases) - 1:
                     # the ALU stage: this tile's epilogue on its own module, then its store
-                    t_alu = max(t_alu, t_comp) + passes * (ovh + alu_pipe + n_acc_of(t) * alu_ii)
-                    d, b = store_cost(t)
-                    t_store = max(t_store, t_alu) + d
-                    bus_beats += b
+                    t_alu = max(t_alu, t_comp) + epi
+                    t_store = max(t_store, t_alu) + store[0]
+                    bus_beats += store[1]
                     store_done[th] = t_store
         if alu_stage:
             continue
         epi_done = [0] * v
-        for th, t in group:
-            n_acc = t.tn * t.tco * t.th * t.tw
-            t_comp += passes * (ovh + alu_pipe + n_acc * alu_ii)
+        for th, tile in group:
+            t_comp += tile[6][2]
             epi_done[th] = t_comp
-        for th, t in group:
-            d, b = store_cost(t)
+        for th, tile in group:
+            d, b = tile[6][3]
             t_store = max(t_store, epi_done[th]) + d
             bus_beats += b
             store_done[th] = t_store
+    return max(t_comp, t_alu, t_store, bus_beats)
+
+
+def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, kk, cig_kk, wgt_eb, dma,
+                input_loads, inp_loads, wgt_loads) -> int:
+    """conv_cycles' loop for one virtual thread (most candidates): the same steps with the
+    per-thread lists and the group of one taken out."""
+    t_load = t_store = t_alu = 0
+    gemm_done = store_done = 0
+    res_i = res_w = None
+    for sp, win, pos, c0, tco, phases, sh in tiles:
+        gemm_cost, reset, epi, store, const, work = sh
+        last = len(phases) - 1
+        for p, (p0, tci, ci0, nci) in enumerate(phases):
+            ik = (sp, ci0, nci)
+            wk = (c0, tco, p0, tci)
+            need_i, need_w = ik != res_i, wk != res_w
+            res_i, res_w = ik, wk
+            ready = gate = 0
+            if need_i or need_w:
+                if gemm_done > t_load:
+                    t_load = gemm_done
+                loads = 0                    # LOADs queued so far in this phase
+                first_start = first_d = first_n = None
+                if need_i:
+                    key = (win, nci)
+                    il = inp_loads.get(key)
+                    if il is None:
+                        il = inp_loads[key] = input_loads(pos, nci)
+                    d, b, count = il
+                    first_start, first_d, first_n = t_load, d, count
+                    loads = count
+                    t_load, bus_beats = t_load + d * count, bus_beats + b * count
+                if need_w:
+                    wl = wgt_loads.get((tci, tco))
+                    if wl is None:
+                        x = tci * kk
+                        wl = wgt_loads[tci, tco] = (dma(1, x * tco, wgt_eb) if x == cig_kk
+                                                    else dma(tco, x, wgt_eb))
+                    d, b = wl
+                    w_start = t_load
+                    loads += 1
+                    t_load, bus_beats = t_load + d, bus_beats + b
+                ready = t_load
+                # In-order fetch (as in conv_cycles): compute waits until the LOAD `depth`
+                # places before this phase's last one has started.
+                m = loads - 1 - depth
+                if m >= 0:
+                    if first_n is not None and m < first_n:
+                        gate = first_start + first_d * m
+                    else:
+                        m -= first_n or 0
+                        if need_w and m < 1:
+                            gate = w_start
+            if p == 0:
+                t_comp = max(t_comp, store_done, gate) + reset
+                if const is not None:
+                    t_comp, bus_beats = t_comp + const[0], bus_beats + const[1]
+            t_comp = max(t_comp, ready, gate) + gemm_cost + work * tci
+            gemm_done = t_comp
+            if alu_stage and p == last:
+                t_alu = max(t_alu, t_comp) + epi
+                t_store = max(t_store, t_alu) + store[0]
+                bus_beats += store[1]
+                store_done = t_store
+        if alu_stage:
+            continue
+        t_comp += epi
+        t_store = max(t_store, t_comp) + store[0]
+        bus_beats += store[1]
+        store_done = t_store
     return max(t_comp, t_alu, t_store, bus_beats)
 
 
@@ -255,7 +372,13 @@ def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) 
     first loads (less the reset that overlaps it), O(1) per schedule."""
     if isinstance(layer, Dense):
         layer = layer.as_conv()
-    g, c = conv_geom(layer, cfg), cfg
+    return _lower_bound(conv_geom(layer, cfg), cfg, s, _epilogue_passes(layer),
+                        compute_floor(layer, cfg))
+
+
+def _lower_bound(g, c: VTAConfig, s: Schedule, passes: int, floor: int) -> int:
+    """conv_cycles_lower_bound with the layer's geometry `g`, epilogue passes and
+    compute_floor given (they depend on the layer alone)."""
     nt, ht, wt = ceil_div(g.nb, s.tile_n), ceil_div(g.oh, s.tile_h), ceil_div(g.ow, s.tile_w)
     spans = s.tile_co > g.cog
     groups = g.cob // g.cog
@@ -267,18 +390,17 @@ def conv_cycles_lower_bound(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) 
         acc = g.nb * g.oh * g.ow * g.cob
         compute = max(acc * (g.cig * g.kk + 1)
                       + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline),
-                      _epilogue_passes(layer) * (acc * c.alu_ii
-                                                 + items * (c.insn_overhead + c.alu_pipeline)))
+                      passes * (acc * c.alu_ii + items * (c.insn_overhead + c.alu_pipeline)))
     else:
-        compute = (compute_floor(layer, cfg)
+        compute = (floor
                    + items * (nph + 1) * (c.insn_overhead + c.gemm_pipeline)
-                   + _epilogue_passes(layer) * items * (c.insn_overhead + c.alu_pipeline))
+                   + passes * items * (c.insn_overhead + c.alu_pipeline))
     # Nothing but the first tile's reset can run before its first phase has been loaded: a
     # big first load (wide weight tiles) costs that much more on every thread count.
-    from .conv import _first_tile
-    t0 = _first_tile(g, s)
+    from .conv import _first_tile_head
+    t0 = _first_tile_head(g, s)     # its first phase: all _first_load_cycles reads
     reset0 = c.insn_overhead + c.gemm_pipeline + t0.tn * t0.tco * t0.th * t0.tw
-    return compute + max(0, _first_load_cycles(g, cfg, t0) - reset0)
+    return compute + max(0, _first_load_cycles(g, c, t0) - reset0)
 
 
 def _first_load_cycles(g, c: VTAConfig, t) -> int:
@@ -306,9 +428,88 @@ def _screen(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> float:
     """Closed-form screen: with two threads loads overlap the other thread's compute, so the
     larger of the compute bound and the bus time; with one, a thread's next load waits for
     its GEMM and the GEMM for the load, so the two mostly add up."""
-    bus = estimate(layer, cfg, s).dram_bytes / cfg.bus_bytes
-    lb = conv_cycles_lower_bound(layer, cfg, s)
-    return lb + bus if s.vthreads == 1 else max(lb, bus)
+    return _screener(layer, cfg)(s)
+
+
+def _screener(layer: Conv2d | Dense, cfg: VTAConfig):
+    """_screen(layer, cfg, .) as a function of the schedule, with what depends on the layer
+    alone computed once and estimate_conv's DRAM bytes, _lower_bound and _first_load_cycles
+    inlined (the same integer arithmetic; the screen runs on every candidate)."""
+    from .conv import _window
+    if isinstance(layer, Dense):
+        layer = layer.as_conv()
+    g, c, nconst = conv_geom(layer, cfg), cfg, conv_consts(layer)
+    passes, floor, bus = _epilogue_passes(layer), compute_floor(layer, cfg), cfg.bus_bytes
+    nb, cib, cob, cig, cog, kk = g.nb, g.cib, g.cob, g.cig, g.cog, g.kk
+    oh, ow, h, w, kh, kw, sh, sw, pads = g.oh, g.ow, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.pads
+    skip_rows, in_rows, in_cols, row_window = g.skip_rows, g.in_rows, g.in_cols, g.row_window
+    groups = cob // cog
+    inp_eb, wgt_eb = c.inp_elem_bytes, c.wgt_elem_bytes
+    # estimate_conv's terms that do not depend on the schedule
+    wtot = cob * cig * kk * wgt_eb
+    out = nb * cob * oh * ow * c.out_elem_bytes
+    const_once = resident_consts(g, cfg, nconst) > 0
+    const_bytes = cob * nconst * c.acc_elem_bytes
+    # _lower_bound's
+    ovh, gemm_pipe, alu_pipe, alu_ii = c.insn_overhead, c.gemm_pipeline, c.alu_pipeline, c.alu_ii
+    alu_stage = c.alu_stage
+    acc_all = nb * oh * ow * cob
+    ovh_lat = ovh + c.dma_latency
+    hw1 = h * w == 1
+    whole_in = ceil_div(h * w * inp_eb, bus)
+    cig_kk = cig * kk
+
+    def screen(s: Schedule) -> float:
+        v, tn_, th_, tw_, tco_, tci_ = (s.vthreads, s.tile_n, s.tile_h, s.tile_w, s.tile_co,
+                                        s.tile_ci)
+        sp = ceil_div(nb, tn_) * ceil_div(oh, th_) * ceil_div(ow, tw_)
+        spans = tco_ > cog
+        nco = ceil_div(cob, tco_) if spans else groups * ceil_div(cog, tco_)
+        nph = 1 if spans else ceil_div(cig, tci_)
+        # estimate_conv(...).dram_bytes
+        rows = oh if skip_rows else _axis_real(h, oh, th_, kh, sh, pads[0])
+        cols = _axis_real(w, ow, tw_, kw, sw, pads[1])
+        per_block = rows * cols * nb * inp_eb
+        if groups == 1 and nph == 1:
+            inp = per_block * cib * min(v, nco)
+        else:
+            inp = per_block * cig * nco if not spans else per_block * cib
+        wgt = wtot * (min(v, sp) if nco == 1 and nph == 1 else sp)
+        consts = (1 if const_once else sp) * const_bytes
+        dram = (inp + wgt + out + consts) / bus
+        # _lower_bound
+        items = sp * nco
+        if alu_stage:
+            compute = max(acc_all * (cig_kk + 1) + items * (nph + 1) * (ovh + gemm_pipe),
+                          passes * (acc_all * alu_ii + items * (ovh + alu_pipe)))
+        else:
+            compute = (floor + items * (nph + 1) * (ovh + gemm_pipe)
+                       + passes * items * (ovh + alu_pipe))
+        # the first tile (conv._first_tile_head) and its first phase's loads
+        tn, th, tw = min(tn_, nb), min(th_, oh), min(tw_, ow)
+        if spans:
+            tco = min(tco_, cob)
+            tci = cig
+            nci = ((tco - 1) // cog + 1) * cig
+        else:
+            tco = min(tco_, cog)
+            tci = nci = min(tci_, cig)
+        reset0 = ovh + gemm_pipe + tn * tco * th * tw
+        _, r_n, ypb, ypa, trows = row_window(0, th)
+        _, c_n, xpb, xpa, tcols = _window(0, tw, sw, kw, pads[1], w)
+        if hw1 and trows * tcols == 1:
+            ld = ovh_lat + tn * ceil_div(nci * inp_eb, bus)
+        elif r_n == h and c_n == w and not (ypb or ypa or xpb or xpa):
+            ld = tn * (ovh_lat + nci * whole_in)
+        else:
+            ld = tn * nci * (ovh_lat + r_n * ceil_div(c_n * inp_eb, bus) + trows * tcols
+                             - r_n * c_n)
+        x = tci * kk
+        ld += ovh_lat + (ceil_div(x * tco * wgt_eb, bus) if x == cig_kk
+                         else tco * ceil_div(x * wgt_eb, bus))
+        lb = compute + max(0, ld - reset0)
+        return lb + dram if v == 1 else max(lb, dram)
+    return screen
 
 
 def _ranked(layer: Layer, cfg: VTAConfig, cands: list[Schedule], keep: int) -> list:
@@ -319,7 +520,7 @@ def _ranked(layer: Layer, cfg: VTAConfig, cands: list[Schedule], keep: int) -> l
     if not isinstance(layer, (Conv2d, Dense)):
         return rank(cands, lambda s: dram_cost(layer, cfg, s, estimate(layer, cfg, s)), keep)
     return rank(cands, lambda s: conv_cycles(layer, cfg, s), keep,
-                screen=lambda s: _screen(layer, cfg, s), screened=SCREENED)
+                screen=_screener(layer, cfg), screened=SCREENED)
 
 
 def _geometry_key(layer: Layer):
