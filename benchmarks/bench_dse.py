@@ -3,7 +3,7 @@ chosen by NSGA-II over latency, DSP slices and 18 Kb block RAMs, each compiled a
 the cycle model (retarget/explore, docs/explore.md).
 
     python benchmarks/bench_dse.py [--json FILE] [--budget 200] [--workers 2]
-                                   [--executor auto|ray|pool] [--subset 24]
+                                   [--executor auto|ray|pool] [--subset 60]
 
 Measures:
 - the sweep: `--budget` points on `--workers` workers, wall seconds (the float model imported
@@ -90,7 +90,7 @@ def main(argv=None) -> None:
     ap.add_argument("--budget", type=int, default=200)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--subset", type=int, default=24)
+    ap.add_argument("--subset", type=int, default=60)
     ap.add_argument("--executor", choices=("auto", "ray", "pool"), default="auto")
     ap.add_argument("--results", default=None, metavar="FILE.jsonl",
                     help="also keep every point here (a fresh file: the sweep starts empty)")
