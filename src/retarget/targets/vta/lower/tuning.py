@@ -128,6 +128,20 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     inp_loads: dict[tuple, tuple[int, int, int]] = {}   # tiles repeat their input windows
     # and their weight transfers: (cycles, beats) by (tci, tco)
     wgt_loads: dict[tuple, tuple[int, int]] = {}
+
+    def inp_load(win, pos, nci: int) -> tuple[int, int, int]:
+        il = inp_loads.get((win, nci))
+        if il is None:
+            il = inp_loads[win, nci] = input_loads(pos, nci)
+        return il
+
+    def wgt_load(tci: int, tco: int) -> tuple[int, int]:
+        wl = wgt_loads.get((tci, tco))
+        if wl is None:
+            x = tci * kk
+            wl = wgt_loads[tci, tco] = (dma(1, x * tco, wgt_eb) if x == cig_kk
+                                        else dma(tco, x, wgt_eb))
+        return wl
     # What a tile costs beyond its loads depends on its shape alone: (tn, th, tw, tco) ->
     # (kernels * (ovh + gemm_pipe), reset cycles, epilogue cycles, store (cycles, beats),
     #  constant load (cycles, beats) or None when the constants are resident, tn*npos*tco*kk)
@@ -170,8 +184,7 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
         d, b = dma(1, g.cob * nconst, acc_eb)
         t_comp, bus_beats = d, b
     if v == 1:
-        return _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, kk, cig_kk, wgt_eb,
-                           dma, input_loads, inp_loads, wgt_loads)
+        return _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load)
     for first in range(0, len(tiles), v):
         group = list(enumerate(tiles[first:first + v]))
         nph = len(group[0][1][5])
@@ -190,21 +203,12 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                 if gemm_done[th] > t_load:
                     t_load = gemm_done[th]
                 if need_i:
-                    key = (win, nci)
-                    il = inp_loads.get(key)
-                    if il is None:
-                        il = inp_loads[key] = input_loads(pos, nci)
-                    d, b, count = il
+                    d, b, count = inp_load(win, pos, nci)
                     runs.append((t_load, d, count))
                     nloads += count
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
                 if need_w:
-                    wl = wgt_loads.get((tci, tco))
-                    if wl is None:
-                        x = tci * kk
-                        wl = wgt_loads[tci, tco] = (dma(1, x * tco, wgt_eb) if x == cig_kk
-                                                    else dma(tco, x, wgt_eb))
-                    d, b = wl
+                    d, b = wgt_load(tci, tco)
                     runs.append((t_load, d, 1))
                     nloads += 1
                     t_load, bus_beats = t_load + d, bus_beats + b
@@ -247,8 +251,7 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     return max(t_comp, t_alu, t_store, bus_beats)
 
 
-def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, kk, cig_kk, wgt_eb, dma,
-                input_loads, inp_loads, wgt_loads) -> int:
+def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load) -> int:
     """conv_cycles' loop for one virtual thread (most candidates): the same steps with the
     per-thread lists and the group of one taken out."""
     t_load = t_store = t_alu = 0
@@ -269,21 +272,12 @@ def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, kk, cig_kk, wgt_eb, 
                 loads = 0                    # LOADs queued so far in this phase
                 first_start = first_d = first_n = None
                 if need_i:
-                    key = (win, nci)
-                    il = inp_loads.get(key)
-                    if il is None:
-                        il = inp_loads[key] = input_loads(pos, nci)
-                    d, b, count = il
+                    d, b, count = inp_load(win, pos, nci)
                     first_start, first_d, first_n = t_load, d, count
                     loads = count
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
                 if need_w:
-                    wl = wgt_loads.get((tci, tco))
-                    if wl is None:
-                        x = tci * kk
-                        wl = wgt_loads[tci, tco] = (dma(1, x * tco, wgt_eb) if x == cig_kk
-                                                    else dma(tco, x, wgt_eb))
-                    d, b = wl
+                    d, b = wgt_load(tci, tco)
                     w_start = t_load
                     loads += 1
                     t_load, bus_beats = t_load + d, bus_beats + b
