@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from retarget.errors import UnsupportedOpError
+from retarget.errors import InputError, UnsupportedOpError
 from retarget.frontend.onnx import import_model
 from retarget.frontend.onnx_quantized import (convert_quantized, format_qdq_error,
                                               load_quantized, qdq_error)
@@ -240,7 +240,7 @@ def test_nonzero_zero_point_names_the_node():
 
 
 def test_unknown_scales_value():
-    with pytest.raises(UnsupportedOpError, match="scales='float'"):
+    with pytest.raises(InputError, match="scales='float'"):
         convert_quantized(import_model(qdq_residual(), simplify=False), scales="float")
 
 

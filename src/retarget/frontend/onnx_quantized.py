@@ -46,7 +46,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import onnx
 
-from ..errors import RetargetError, UnsupportedOpError, node_context
+from ..errors import InputError, RetargetError, UnsupportedOpError, node_context
 from ..ir.graph import Graph, Node, Value, constant
 from ..ops.quantized import (ACCUMULATING_OPS, INT8_MAX, INT8_MIN, ROUNDINGS, dequantize_linear,
                              multiplier_shift)
@@ -124,9 +124,9 @@ def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str 
     UnsupportedOpError naming the node for zero points that are not 0 and, with "pow2", for
     scales that are not powers of two."""
     if rounding not in ROUNDINGS:
-        raise UnsupportedOpError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
+        raise InputError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
     if scales not in SCALES:
-        raise UnsupportedOpError(f"scales={scales!r}; known: {', '.join(SCALES)}")
+        raise InputError(f"scales={scales!r}; known: {', '.join(SCALES)}")
     g = graph.copy()
     _sink_dequantize(g)
     g = infer_shapes(g)
