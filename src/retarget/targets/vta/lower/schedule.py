@@ -296,7 +296,17 @@ def alu_acc_use(layer, g: ConvGeom, s: Schedule) -> int:
 def alu_fits(layer, g: ConvGeom, cfg: VTAConfig, s: Schedule) -> str | None:
     cap = cfg.acc_depth // s.vthreads
     use = alu_acc_use(layer, g, s)
-    return None if use <= cap else f"acc {use} > {cap}"
+    if use > cap:
+        return f"acc {use} > {cap}"
+    if isinstance(layer, Pool2d):
+        # A pooling tap steps a tile row by sh rows of the tile's input window: that stride
+        # is a micro-op loop's src factor, a field only as wide as an INP index (the ISA
+        # shares it with the GEMM), so a wide window on a small INP buffer cannot be encoded.
+        step = g.sh * g.in_cols(s.tile_w)
+        if step >= cfg.inp_depth:
+            return (f"pooling row step {step} does not fit the src factor field "
+                    f"(< {cfg.inp_depth}, the INP depth)")
+    return None
 
 
 def estimate_alu(layer, cfg: VTAConfig, s: Schedule) -> Estimate:
