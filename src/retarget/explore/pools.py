@@ -197,3 +197,4 @@ def make_pool(problem: ev.Problem, workers: int, use_ray: bool = False,
     return LocalPool(problem, workers)
 
 
+__all__ = ["LocalPool", "MAX_RETRIES", "RayPool", "SerialPool", "make_pool"]

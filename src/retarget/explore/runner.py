@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import InputError
 from . import evaluation as ev
-from .pools import MAX_RETRIES, make_pool
+from .pools import make_pool
 from .space import DesignSpace, PARTS, Part, canonical_key, pareto_front
 
 
@@ -401,6 +401,5 @@ def spot_check(problem: ev.Problem, records: Sequence[dict], k: int, seed: int =
     return out
 
 
-__all__ = ["ExploreResult", "LocalPool", "SerialPool", "MAX_RETRIES", "OBJECTIVES", "Progress", "RayPool",
-           "ResultsFile", "compute_front", "explore", "make_pool", "objective_values",
-           "parse_objectives", "spot_check"]
+__all__ = ["ExploreResult", "OBJECTIVES", "Progress", "ResultsFile", "compute_front", "explore",
+           "objective_values", "parse_objectives", "spot_check"]

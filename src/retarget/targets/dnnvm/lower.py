@@ -983,7 +983,6 @@ class Lowering:
         sh, sw = layer.stride
         pt, pl, _, _ = layer.pads
         dw = layer.groups > 1
-        wic = 1 if dw else ic
         r = layer.requant
         ry, nry, zt, zb = _in_extent(y0, th, sh, kh, pt, layer.in_shape[2])
         rx, nrx, zl, zr = _in_extent(x0, tw, sw, kw, pl, layer.in_shape[3])

@@ -436,7 +436,7 @@ def _screener(layer: Conv2d | Dense, cfg: VTAConfig):
     passes, floor, bus = _epilogue_passes(layer), compute_floor(layer, cfg), cfg.bus_bytes
     nb, cib, cob, cig, cog, kk = g.nb, g.cib, g.cob, g.cig, g.cog, g.kk
     oh, ow, h, w, kh, kw, sh, sw, pads = g.oh, g.ow, g.h, g.w, g.kh, g.kw, g.sh, g.sw, g.pads
-    skip_rows, in_rows, in_cols, row_window = g.skip_rows, g.in_rows, g.in_cols, g.row_window
+    skip_rows, row_window = g.skip_rows, g.row_window
     groups = cob // cog
     inp_eb, wgt_eb = c.inp_elem_bytes, c.wgt_elem_bytes
     # estimate_conv's terms that do not depend on the schedule
