@@ -40,6 +40,14 @@ def vta_artifact(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def nvdla_artifact(tmp_path_factory):
+    """A tiny ResNet-18 on nvdla (a loadable from the compiler process; multiplier format)."""
+    g = import_model(zoo.build("resnet18", size=16, width=0.125, num_classes=10, seed=0))
+    return _saved(retarget.compile(g, "nvdla:nv_small", calibration=[_inputs(g, 1)]), g,
+                  tmp_path_factory, "nvdla")
+
+
+@pytest.fixture(scope="session")
 def toy_artifact(tmp_path_factory):
     """A small VGG-11 on the example plugin target (examples/toy_accelerator.py)."""
     load_plugin(ROOT / "examples" / "toy_accelerator.py")

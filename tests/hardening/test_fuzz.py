@@ -125,7 +125,7 @@ def _same(got, expected) -> bool:
     return isinstance(got, dict) and all(np.array_equal(got[k], expected[k]) for k in expected)
 
 
-@pytest.fixture(params=["vta", "toy"])
+@pytest.fixture(params=["vta", "toy", "nvdla"])
 def artifact(request):
     return request.getfixturevalue(f"{request.param}_artifact")
 
@@ -171,10 +171,12 @@ def test_mutated_json_documents_never_crash(artifact, tmp_path, seed, which):
 
 @FUZZ
 @given(seed=st.integers(0, 2 ** 32 - 1), kind=st.sampled_from(["flip", "truncate", "append"]))
-def test_resealed_damage_without_checksums_never_crashes(vta_artifact, tmp_path, seed, kind):
+@pytest.mark.parametrize("name", ["vta", "nvdla"])
+def test_resealed_damage_without_checksums_never_crashes(name, request, tmp_path, seed, kind):
     """What the structural checks alone guarantee (--no-verify, or a resealed artifact): a
-    RetargetError or a run, never another exception."""
-    d, x, _ = vta_artifact
+    RetargetError or a run, never another exception (nvdla: the loadable's own CRC and list
+    checks)."""
+    d, x, _ = request.getfixturevalue(f"{name}_artifact")
     work = _copy(d, tmp_path)
     _damage_file(work, None, kind, random.Random(seed))
     got = _load_and_run(work, x, verify=False)
