@@ -323,3 +323,29 @@ def test_average_pool_with_uncounted_padding_stays_float():
     assert "AveragePool" in [n.op for n in q.nodes] and "SumPool" not in [n.op for n in q.nodes]
     p2 = quantize(_pool_graph({"kernel_shape": [2, 2]}), {"x": np.ones((1, 4, 9, 9), np.float32)})
     assert "SumPool" not in [n.op for n in p2.nodes]          # pow2 unchanged
+
+
+def _lrn_graph() -> Graph:
+    rng = np.random.default_rng(6)
+    x = Value("x", TensorType((1, 8, 10, 10), "float32"))
+    w = constant("w", (0.3 * rng.standard_normal((16, 8, 3, 3))).astype(np.float32))
+    c, r, y = Value("c"), Value("r"), Value("y")
+    return infer_shapes(Graph([Node("Conv", "conv", [x, w], [c], {"pads": [1, 1, 1, 1]}),
+                               Node("Relu", "relu", [c], [r]),
+                               Node("LRN", "lrn", [r], [y], {"size": 5, "alpha": 1e-2,
+                                                             "beta": 0.75, "bias": 1.0})],
+                              [x], [y]))
+
+
+def test_lrn_is_a_lookup_table_in_the_multiplier_format():
+    g = _lrn_graph()
+    rng = np.random.default_rng(7)
+    calib = [{"x": rng.standard_normal((1, 8, 10, 10)).astype(np.float32)} for _ in range(4)]
+    q = quantize(g, calib, scales="multiplier")
+    (lrn,) = [n for n in q.nodes if n.name == "lrn"]
+    assert lrn.op == "QLrn" and lrn.inputs[1].const.shape == (257,)
+    assert lrn.inputs[1].const.max() == MAX_MULTIPLIER      # the table is scaled to 2**15 - 1
+    for _ in range(3):
+        t = {"x": rng.standard_normal((1, 8, 10, 10)).astype(np.float32)}
+        assert rel_error(run_graph(g, t)["y"], run_graph(q, t)["y"]) < 0.05
+    assert "LRN" in [n.op for n in quantize(g, calib).nodes]     # pow2 keeps it float

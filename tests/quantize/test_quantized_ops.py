@@ -114,3 +114,27 @@ def test_integer_conv_then_requantize_matches_hand_computation():
     out = run_graph(infer_shapes(g), {"x": x})["y"]
     # window sums 8, 12, 20, 24 (+2) = 10, 14, 22, 26 ; / 4 = 2.5, 3.5, 5.5, 6.5 -> 3, 4, 6, 7
     assert out.ravel().tolist() == [3, 4, 6, 7]
+
+
+def test_qlrn_matches_a_per_element_definition():
+    """QLrn against a direct loop: the channel window's square sum, the table interpolated
+    between entries (floor), the last entry beyond, then multiply and round-shift."""
+    from retarget.ops.quantized import LRN_LUT_ENTRIES, qlrn
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, (1, 6, 3, 2)).astype(np.int8)
+    lut = np.sort(rng.integers(0, 32768, LRN_LUT_ENTRIES))[::-1].astype(np.int32)
+    size, k, m, s = 3, 5, 1234, 20
+    y = qlrn(x, lut, size=size, lut_shift=k, multiplier=m, shift=s, lo=-128, hi=127,
+             rounding="half_up", dtype="int8")
+    want = np.empty_like(y)
+    for c in range(6):
+        for i in range(3):
+            for j in range(2):
+                win = range(max(0, c - 1), min(6, c + 2))
+                sq = sum(int(x[0, cc, i, j]) ** 2 for cc in win)
+                e = sq >> k
+                f = int(lut[-1]) if e >= LRN_LUT_ENTRIES - 1 else \
+                    int(lut[e]) + ((int(lut[e + 1]) - int(lut[e])) * (sq - (e << k)) >> k)
+                v = int(x[0, c, i, j]) * f * m
+                want[0, c, i, j] = max(-128, min(127, (v + (1 << (s - 1))) >> s))
+    np.testing.assert_array_equal(y, want)

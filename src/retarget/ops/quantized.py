@@ -426,6 +426,62 @@ register(OpDef("SumPool", sum_pool, _sum_pool_infer,
                doc="int -> int32 window sums (zero padding): average pooling's integer part"))
 
 
+# ---- QLrn: local response normalisation on int8, through a lookup table (NVDLA's CDP) ---------
+LRN_LUT_ENTRIES = 257          # 256 intervals of the square sum, plus the value at the end
+
+
+def lrn_square_sum(x: np.ndarray, size: int) -> np.ndarray:
+    """Per element, the sum of squares over channels [c - (size-1)//2, c + size//2] (ONNX
+    LRN's window), exactly in int64."""
+    sq = np.square(x.astype(np.int64))
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    padded = np.pad(sq, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+    c = x.shape[1]
+    return sum(padded[:, i:i + c] for i in range(size))
+
+
+def qlrn(x, lut, *, size, lut_shift, multiplier, shift, lo, hi, rounding, dtype):
+    """int8 -> int8: y = saturate(round_shift(x * f(s) * multiplier, shift), lo, hi), where s is
+    the square sum over the channel window and f is `lut` (LRN_LUT_ENTRIES int values at
+    s = i << lut_shift) interpolated linearly between entries (floor), its last entry beyond.
+    The quantiser fills the table with (bias + alpha/size * s_x^2 * s)^-beta, scaled."""
+    lut = np.asarray(lut).astype(np.int64)
+    if lut.shape != (LRN_LUT_ENTRIES,):
+        raise ShapeError(f"QLrn: the lookup table has shape {list(lut.shape)}, expected "
+                         f"[{LRN_LUT_ENTRIES}]")
+    s = lrn_square_sum(x, size)
+    j = np.minimum(s >> lut_shift, LRN_LUT_ENTRIES - 1)
+    frac = np.where(j < LRN_LUT_ENTRIES - 1, s - (j << lut_shift), 0)
+    nxt = lut[np.minimum(j + 1, LRN_LUT_ENTRIES - 1)]
+    f = lut[j] + np.right_shift((nxt - lut[j]) * frac, lut_shift)
+    acc = x.astype(np.int64) * f * _check_multiplier(multiplier)
+    return saturate(round_shift(acc, _check_right_shift(shift), rounding), lo, hi, dtype)
+
+
+def _qlrn_infer(attrs, types, consts):
+    x, lut = types
+    _need_int("QLrn", x)
+    _need_int("QLrn", lut, "lookup table")
+    if lut.shape != (LRN_LUT_ENTRIES,):
+        raise ShapeError(f"QLrn: the lookup table is {lut}, expected [{LRN_LUT_ENTRIES}]")
+    if x.rank < 2 or attrs["size"] < 1 or not 0 <= attrs["lut_shift"] < 32:
+        raise ShapeError(f"QLrn: input {x}, size {attrs['size']}, lut_shift "
+                         f"{attrs['lut_shift']}")
+    _check_multiplier(attrs["multiplier"])
+    _check_right_shift(attrs["shift"])
+    _check_rounding(attrs["rounding"])
+    _check_range("QLrn", attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(x.shape, attrs["dtype"])]
+
+
+register(OpDef("QLrn", qlrn, _qlrn_infer,
+               attrs=dict(size=REQUIRED, lut_shift=REQUIRED, multiplier=REQUIRED,
+                          shift=REQUIRED, lo=INT8_MIN, hi=INT8_MAX, rounding="half_up",
+                          dtype="int8"),
+               num_inputs=(2, 2),
+               doc="int8 LRN: x * LUT(square sum, interpolated) * multiplier >> shift"))
+
+
 # ---- ONNX QuantizeLinear / DequantizeLinear / QLinearConv (any scale) ----------------------------
 def _axis_shaped(p: np.ndarray, ndim: int, axis: int, op: str, shape) -> np.ndarray:
     """A scale / zero point: a scalar, or a 1-D per-axis vector reshaped to broadcast."""

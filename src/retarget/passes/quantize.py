@@ -45,8 +45,9 @@ import numpy as np
 
 from ..errors import InputError, ShapeError
 from ..ir.graph import Graph, Node, Value, constant
-from ..ops.quantized import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, MAX_MULTIPLIER,
-                             multiplier_shift, quantize_p2)
+from ..ops.quantized import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, LRN_LUT_ENTRIES,
+                             MAX_MULTIPLIER, multiplier_shift, quantize_p2)
+from ..ops.registry import resolve_attrs
 from .calibrate import QMAX, Samples, calibrate, frac_bits_for, sample_batches
 from .fold_batchnorm import fold_batchnorm
 from .infer_shapes import infer_shapes
@@ -633,7 +634,38 @@ class _MultiplierRewriter(_Rewriter):
     def extra_handlers(self) -> dict:
         # Dividing by the window is a multiplier: average pooling stays integer here, where
         # a power-of-two format could divide exactly only by windows of 2**k elements.
-        return {"AveragePool": self._average_pool, "GlobalAveragePool": self._average_pool}
+        return {"AveragePool": self._average_pool, "GlobalAveragePool": self._average_pool,
+                "LRN": self._lrn}
+
+    def _lrn(self, node: Node) -> bool:
+        """LRN of an int8 map -> QLrn: the divisor (bias + alpha/size * sum x^2)^beta is a
+        function of the integer square sum, tabulated at LRN_LUT_ENTRIES points (as NVDLA's
+        CDP does) and scaled so the table's largest entry is 2**15 - 1; the multiplier then
+        carries s_x * (largest 1/divisor) / s_y."""
+        x = node.inputs[0]
+        if id(x) not in self.qmap or x.type is None or x.type.rank < 3:
+            return False
+        a = resolve_attrs(node)
+        size, alpha, beta, bias = int(a["size"]), float(a["alpha"]), float(a["beta"]), \
+            float(a["bias"])
+        xq, sx = self.qmap[id(x)]
+        entries = LRN_LUT_ENTRIES - 1
+        shift = max(0, math.ceil(math.log2(size * 128 * 128 / entries)))
+        square_sums = np.arange(LRN_LUT_ENTRIES, dtype=np.float64) * 2.0 ** shift
+        with np.errstate(all="ignore"):
+            factor = (bias + alpha / size * sx * sx * square_sums) ** -beta
+        if not np.all(np.isfinite(factor)) or factor.max() <= 0:
+            return False            # a degenerate LRN (bias 0 at zero input): keep it float
+        top = float(factor.max())
+        lut = np.rint(factor / top * MAX_MULTIPLIER).astype(np.int32)
+        y = node.outputs[0]
+        s_y = self.fit_output_scale(self.scale(y), sx * top / MAX_MULTIPLIER)
+        m, s = multiplier_shift(sx * top / (s_y * MAX_MULTIPLIER))
+        qv = self._emit("QLrn", node.name, [xq, self._const(f"{node.name}.lut", lut)],
+                        f"{y.name}_q", replaces=True, size=size, lut_shift=shift,
+                        multiplier=int(m), shift=int(s))
+        self._set_q(y, qv, s_y)
+        return True
 
     def _average_pool(self, node: Node) -> bool:
         """AveragePool / GlobalAveragePool of an int8 map -> SumPool (int32 window sums)

@@ -16,6 +16,8 @@ canonical graph (retarget's IR), maps the graph onto NVDLA's engines and writes 
 - MaxPool / GlobalMaxPool -> a PDP layer; SumPool and its RequantizeMul (average pooling
   in the multiplier format) -> a PDP layer that sums each window and leaves through the
   converter;
+- QLrn (local response normalisation in the multiplier format) -> a CDP layer: square sums
+  over the channel window, its lookup table, the multiplier and shift;
 - Concat along channels -> no layer where the producers can write their channel slice of
   the concatenated map in place, else an SDP copy of the input into its slice;
 - Flatten / Reshape / Squeeze / Unsqueeze / Identity -> no layer: a second address naming
@@ -42,8 +44,8 @@ from ...ops.nn import conv_window
 from ...ops.registry import resolve_attrs
 from ..external.export import read_document
 from .config import HARDWARE_FIELDS, NvdlaConfig, load_config
-from .loadable import (ALIGN, CONV, HALF_EVEN, HAS_CVT, HAS_EW, LAYER_DTYPE, MAX_POOL, NONE,
-                       PDP, SDP, SUM_POOL, Address, Loadable, Memory)
+from .loadable import (ADDRESS_FIELDS, ALIGN, CDP, CONV, HALF_EVEN, HAS_CVT, HAS_EW, LAYER_DTYPE,
+                       MAX_POOL, NONE, PDP, SDP, SUM_POOL, Address, Loadable, Memory)
 
 VIEW_OPS = ("Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity")
 ACCUMULATING = ("Conv", "Gemm", "MatMul")
@@ -99,6 +101,8 @@ class _Compiler:
                 self._sdp(n)
             elif n.op in ("MaxPool", "GlobalMaxPool", "SumPool"):
                 self._pdp(n)
+            elif n.op == "QLrn":
+                self._cdp(n)
             elif n.op == "Concat":
                 self._concat(n)
             elif n.op in VIEW_OPS:
@@ -292,6 +296,25 @@ class _Compiler:
             out = rq.outputs[0]
         self._add_layer(layer, out.name)
 
+    def _cdp(self, n: Node) -> None:
+        """QLrn: the CDP sums squares over the channel window, looks the sum up in its table
+        (interpolating) and multiplies; the converter fields carry multiplier, shift, clip."""
+        x = n.inputs[0]
+        a = resolve_attrs(n)
+        if x.type.rank != 4:
+            raise CompileError(f"{_where(n)}: the CDP normalises NCHW maps")
+        f = _blank()
+        f.update(op=CDP, flags=HAS_CVT | (HALF_EVEN if a["rounding"] == "half_even" else 0),
+                 kernel_h=int(a["size"]), kernel_w=1, lut_shift=int(a["lut_shift"]),
+                 cvt_m=int(a["multiplier"]), cvt_s=int(a["shift"]), cvt_lo=int(a["lo"]),
+                 cvt_hi=int(a["hi"]), **self._map_fields(n, x))
+        layer = _Layer(f, src=x.name, nodes=[n])
+        lut = n.inputs[1]
+        if not lut.is_const:
+            raise CompileError(f"{_where(n)}: the lookup table must be a constant")
+        layer.consts["lut"] = (lut.name, np.asarray(lut.const, np.int32))
+        self._add_layer(layer, n.outputs[0].name)
+
     def _concat(self, n: Node) -> None:
         out = n.outputs[0]
         if out.type.rank != 4 or resolve_attrs(n)["axis"] not in (1, -3) or \
@@ -418,7 +441,7 @@ class _MemoryPlan:
 
 def _blank() -> dict:
     f = {k: 0 for k in LAYER_DTYPE.names}
-    for k in ("src", "dst", "wgt", "bias", "cvt_mul", "cvt_shift", "ew"):
+    for k in ADDRESS_FIELDS:
         f[k] = NONE
     return f
 

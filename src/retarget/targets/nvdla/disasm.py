@@ -3,8 +3,8 @@ line per hardware layer (engine, shapes, the addresses it reads and writes by na
 converter and element-wise stages, its dependencies), so a compiled region can be read."""
 from __future__ import annotations
 
-from .loadable import (CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, MAX_POOL, NONE, PDP, SUM_POOL,
-                       Loadable)
+from .loadable import (CDP, CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, MAX_POOL, NONE, PDP,
+                       SUM_POOL, Loadable)
 
 
 def _addr(ld: Loadable, i: int) -> str:
@@ -29,6 +29,8 @@ def format_layer(ld: Loadable, rec) -> str:
                      + (f" bias={_addr(ld, r['bias'])}" if r["bias"] != NONE else ""))
     if op == PDP:
         parts.append("max" if r["flags"] & MAX_POOL else "sum" if r["flags"] & SUM_POOL else "?")
+    if op == CDP:
+        parts.append(f"lrn size {r['kernel_h']} lut={_addr(ld, r['lut'])} >>{r['lut_shift']}")
     rnd = " half_even" if r["flags"] & HALF_EVEN else ""
     if r["flags"] & HAS_CVT:
         how = (f"m={_addr(ld, r['cvt_mul'])} s={_addr(ld, r['cvt_shift'])}"

@@ -29,13 +29,13 @@ SECTION = struct.Struct("<4sI")
 ALIGN = 32                      # every address in a memory is aligned to this (bytes)
 
 # Engines a hardware layer runs on.
-CONV, SDP, PDP = 1, 2, 3
-ENGINES = {CONV: "CONV", SDP: "SDP", PDP: "PDP"}
+CONV, SDP, PDP, CDP = 1, 2, 3, 4
+ENGINES = {CONV: "CONV", SDP: "SDP", PDP: "PDP", CDP: "CDP"}
 # flags
 HAS_CVT, HAS_EW, HALF_EVEN, MAX_POOL, SUM_POOL = 1, 2, 4, 8, 16
 NONE = -1                       # an absent address or dependency
 
-# One hardware layer: the convolution core + SDP (CONV), SDP alone or PDP. Every field is an
+# One hardware layer: the convolution core + SDP (CONV), SDP alone, PDP or CDP. Every field is an
 # int32; address fields hold an address-list id in the loadable and a device byte address in
 # the relocated stream the device runs. A layer's dependencies (the layers that write what it
 # reads) are dependencies[dep_start : dep_start + dep_count].
@@ -47,11 +47,11 @@ LAYER_FIELDS = (
     "pad_t", "pad_l", "pad_b", "pad_r", "groups",
     "bias", "cvt_mul", "cvt_shift", "cvt_m", "cvt_s", "cvt_lo", "cvt_hi",
     "ew", "ew_mul_a", "ew_mul_b", "ew_shift", "ew_lo", "ew_hi",
-    "reserved0", "reserved1", "reserved2", "reserved3", "reserved4", "reserved5",
-    "reserved6", "reserved7")
+    "lut", "lut_shift",               # CDP: its lookup table (an address) and index shift
+    "reserved0", "reserved1", "reserved2", "reserved3", "reserved4", "reserved5")
 LAYER_DTYPE = np.dtype([(f, "<i4") for f in LAYER_FIELDS])
 LAYER_BYTES = LAYER_DTYPE.itemsize
-ADDRESS_FIELDS = ("src", "dst", "wgt", "bias", "cvt_mul", "cvt_shift", "ew")
+ADDRESS_FIELDS = ("src", "dst", "wgt", "bias", "cvt_mul", "cvt_shift", "ew", "lut")
 
 MEMORY_KINDS = ("weights", "io", "scratch")
 DTYPES = ("int8", "int32")
@@ -298,6 +298,6 @@ def validate(ld: Loadable) -> None:
             raise LoadableError(f"binding {v!r} names address {a} of {n}")
 
 
-__all__ = ["ADDRESS_FIELDS", "Address", "CONV", "ENGINES", "HAS_CVT", "HAS_EW", "HALF_EVEN",
+__all__ = ["ADDRESS_FIELDS", "Address", "CDP", "CONV", "ENGINES", "HAS_CVT", "HAS_EW", "HALF_EVEN",
            "LAYER_BYTES", "LAYER_DTYPE", "LAYER_FIELDS", "Loadable", "LoadableError", "MAX_POOL",
            "Memory", "NONE", "PDP", "SDP", "SUM_POOL"]

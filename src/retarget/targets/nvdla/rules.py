@@ -112,6 +112,14 @@ def _sum_pool_rule(t: Target, node: Node, graph: Graph) -> Support:
     return Support.yes("PDP average pooling (window sums, then the converter divides)")
 
 
+def _lrn_rule(t: Target, node: Node, graph: Graph) -> Support:
+    x = node.inputs[0]
+    if not int8(x) or x.type.rank != 4 or not node.inputs[1].is_const:
+        return Support.no(f"QLrn '{node.name}': the CDP normalises int8 NCHW maps with a "
+                          f"constant table, got {x.type}")
+    return Support.yes("CDP local response normalisation")
+
+
 def _concat_rule(t: Target, node: Node, graph: Graph) -> Support:
     y = node.outputs[0]
     if not int8(y) or y.type.rank != 4 or resolve_attrs(node)["axis"] not in (1, -3):
@@ -132,7 +140,7 @@ def _view_rule(t: Target, node: Node, graph: Graph) -> Support:
 RULES = {"Conv": _accumulator_rule, "Gemm": _accumulator_rule, "MatMul": _accumulator_rule,
          "RequantizeMul": _requant_rule, "Requantize": _requant_rule, "QAddMul": _qadd_rule,
          "Relu": _relu_rule, "MaxPool": _maxpool_rule, "GlobalMaxPool": _maxpool_rule,
-         "SumPool": _sum_pool_rule,
+         "SumPool": _sum_pool_rule, "QLrn": _lrn_rule,
          "Concat": _concat_rule, "Flatten": _view_rule, "Reshape": _view_rule,
          "Squeeze": _view_rule, "Unsqueeze": _view_rule, "Identity": _view_rule}
 

@@ -3,7 +3,7 @@ device memory, one layer at a time, bit-exactly.
 
 Each engine's arithmetic is the op table's (ops/): the convolution core's int8 x int8 -> int32
 accumulation is Conv on integers, the SDP's output converter RequantizeMul, its element-wise
-stage QAddMul, the PDP MaxPool. So the simulator agrees with the integer reference by
+stage QAddMul, the PDP MaxPool or SumPool, the CDP QLrn. So the simulator agrees with the integer reference by
 construction of the arithmetic; what it checks is everything around it: that the compiler's
 descriptors read and write the right bytes in the right shapes. Every access is checked
 against the memory (and the running task's confinement) before it is made.
@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import DeviceError
+from ...ops.quantized import LRN_LUT_ENTRIES
 from ...ops.registry import OPS
 from ..accel.reference import run_op
 from .config import NvdlaConfig
-from .loadable import (CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, LAYER_BYTES, LAYER_DTYPE,
-                       MAX_POOL, NONE, PDP, SDP, SUM_POOL)
+from .loadable import (CDP, CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, LAYER_BYTES,
+                       LAYER_DTYPE, MAX_POOL, NONE, PDP, SDP, SUM_POOL)
 
 
 @dataclass(slots=True)
@@ -60,7 +61,7 @@ class Simulator:
         c = Counters()
         for i, rec in enumerate(layers):
             op = int(rec["op"])
-            run = {CONV: self._conv, SDP: self._sdp, PDP: self._pdp}.get(op)
+            run = {CONV: self._conv, SDP: self._sdp, PDP: self._pdp, CDP: self._cdp}.get(op)
             if run is None:
                 raise DeviceError(f"nvdla: layer {i}: unknown engine {op}")
             c.layers[ENGINES[op]] += 1
@@ -160,6 +161,15 @@ class Simulator:
             raise DeviceError(f"nvdla: layer {i}: the SDP has no stage that writes int8 "
                               f"(flags {flags:#x})")
         return y
+
+    def _cdp(self, i, rec, c: Counters) -> np.ndarray:
+        x = self._src(i, rec, c)
+        lut = self._view(i, rec, int(rec["lut"]), (LRN_LUT_ENTRIES,), np.int32, "lookup table")
+        c.bytes_read += lut.nbytes
+        rounding = "half_even" if int(rec["flags"]) & HALF_EVEN else "half_up"
+        return run_op("QLrn", x, lut, size=int(rec["kernel_h"]), lut_shift=int(rec["lut_shift"]),
+                      multiplier=int(rec["cvt_m"]), shift=int(rec["cvt_s"]),
+                      lo=int(rec["cvt_lo"]), hi=int(rec["cvt_hi"]), rounding=rounding)
 
     def _pdp(self, i, rec, c: Counters) -> np.ndarray:
         x = self._src(i, rec, c)

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from .config import NvdlaConfig
-from .loadable import CONV, ENGINES, HAS_EW, NONE, PDP, Loadable
+from .loadable import CDP, CONV, ENGINES, HAS_EW, NONE, PDP, SDP, Loadable
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +79,13 @@ def layer_cost(cfg: NvdlaConfig, ld: Loadable, i: int) -> LayerCost:
         chunks = math.ceil(weight_bytes / max(1, cfg.cbuf_bytes // 2))
         moved = in_bytes * chunks + weight_bytes + extra + out_bytes
     else:
-        rate = cfg.pdp_throughput if op == PDP else cfg.sdp_throughput
-        engine_cycles = math.ceil((in_bytes if op == PDP else out_bytes) / rate)
+        rate = {PDP: cfg.pdp_throughput, CDP: cfg.cdp_throughput}.get(op, cfg.sdp_throughput)
+        engine_cycles = math.ceil((out_bytes if op == SDP else in_bytes) / rate)
+        if r["lut"] != NONE:
+            extra += ld.addresses[r["lut"]].nbytes
         moved = in_bytes + extra + out_bytes
     memory_cycles = math.ceil(moved / cfg.memif_bytes)
-    busiest = max((mac_cycles, "MAC"), (engine_cycles, "PDP" if op == PDP else "SDP"),
+    busiest = max((mac_cycles, "MAC"), (engine_cycles, "SDP" if op == CONV else ENGINES[op]),
                   (memory_cycles, "memory"))
     return LayerCost(i, ld.string(r["name"]), ENGINES[op], macs,
                      busiest[0] + cfg.layer_overhead_cycles, busiest[1], mac_cycles,
