@@ -9,6 +9,7 @@ from typing import Sequence
 from xml.sax.saxutils import escape
 
 from ..errors import InputError
+from ..report.roofline import pyplot
 from .runner import OBJECTIVES, objective_values
 
 W, H = 720, 480
@@ -120,12 +121,9 @@ def write_pareto(path: str | Path, records, front, objectives, title: str = "Par
     if path.suffix.lower() != ".png":
         raise InputError(f"--plot {path}: give a .svg or .png file")
     try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError("--plot .png needs matplotlib (pip install 'retarget[plot]'); "
-                         ".svg needs nothing") from None
+        plt = pyplot("--plot .png")
+    except ImportError as e:
+        raise InputError(str(e)) from None
     ok = [r for r in records if r["status"] == "ok"]
     if not ok:
         raise InputError("pareto plot: no evaluated point to plot")

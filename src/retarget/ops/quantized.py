@@ -287,6 +287,13 @@ def multiplier_shift(ratio, *, common: bool = False) -> tuple[np.ndarray, np.nda
     return m.astype(np.int64), s.astype(np.int64)
 
 
+def _output_stage(op: str, attrs, shape) -> list[TensorType]:
+    """The checks every multiply-shift-clip output stage shares, and its output type."""
+    _check_rounding(attrs["rounding"])
+    _check_range(op, attrs["lo"], attrs["hi"], attrs["dtype"])
+    return [TensorType(shape, attrs["dtype"])]
+
+
 def _check_multiplier(m, what: str = "multiplier") -> np.ndarray:
     m = np.asarray(m)
     if m.dtype.kind not in "iu":
@@ -358,9 +365,7 @@ def _requantize_mul_infer(attrs, types, consts):
                              "per-channel multipliers and shifts inputs")
         _check_multiplier(attrs["multiplier"])
         _check_right_shift(attrs["shift"])
-    _check_rounding(attrs["rounding"])
-    _check_range("RequantizeMul", attrs["lo"], attrs["hi"], attrs["dtype"])
-    return [TensorType(x.shape, attrs["dtype"])]
+    return _output_stage("RequantizeMul", attrs, x.shape)
 
 
 register(OpDef("RequantizeMul", requantize_mul, _requantize_mul_infer,
@@ -469,9 +474,7 @@ def _qlrn_infer(attrs, types, consts):
                          f"{attrs['lut_shift']}")
     _check_multiplier(attrs["multiplier"])
     _check_right_shift(attrs["shift"])
-    _check_rounding(attrs["rounding"])
-    _check_range("QLrn", attrs["lo"], attrs["hi"], attrs["dtype"])
-    return [TensorType(x.shape, attrs["dtype"])]
+    return _output_stage("QLrn", attrs, x.shape)
 
 
 register(OpDef("QLrn", qlrn, _qlrn_infer,

@@ -116,6 +116,18 @@ def roofline_svg(data, title: str = "Roofline") -> str:
     return "\n".join(out)
 
 
+def pyplot(what: str):
+    """matplotlib.pyplot on the Agg backend, or an ImportError saying `what` needs it."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError(f"{what} needs matplotlib (pip install 'retarget[plot]'); write an "
+                          f".svg instead, which needs nothing") from None
+    return plt
+
+
 def write_roofline(path: str, data, title: str = "Roofline") -> None:
     """Write the plot: SVG by hand for .svg, matplotlib for .png (optional `plot` extra)."""
     if path.endswith(".svg"):
@@ -124,13 +136,7 @@ def write_roofline(path: str, data, title: str = "Roofline") -> None:
         return
     if not path.endswith(".png"):
         raise ValueError(f"roofline: {path!r} must end in .svg or .png")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ImportError("a PNG roofline needs matplotlib (pip install 'retarget[plot]'); "
-                          "write an .svg instead, which needs nothing") from None
+    plt = pyplot("a PNG roofline")
     series = _series(data)
     rows, peak, bw, ridge, (x_lo, x_hi), (y_lo, y_hi) = _axes(series)
     fig, ax = plt.subplots(figsize=(7.2, 4.8))
