@@ -43,7 +43,8 @@ def register(subparsers) -> None:
     p.add_argument("--part", default=None, metavar="PART",
                    help="only points that fit this FPGA part (xc7z020, xczu2eg, xczu9eg)")
     p.add_argument("--plot", default=None, metavar="FILE.svg|.png",
-                   help="plot the front over the first two objectives")
+                   help="plot the front over the first two objectives (default: an .svg "
+                        "beside the results file; .png needs matplotlib)")
     p.add_argument("--spot-check", type=int, default=0, metavar="K",
                    help="run the front's best K points bit-exact on the simulator")
     p.add_argument("--size", type=int, default=None, metavar="S",
@@ -98,10 +99,12 @@ def run_explore(args: argparse.Namespace) -> int:
     print()
     print(front_table(result))
     print(f"wrote {results}")
-    if args.plot:
-        write_pareto(args.plot, result.ok, result.front, objectives,
+    plot = args.plot or (str(Path(results).with_suffix(".svg")) if len(objectives) >= 2
+                         else None)
+    if plot:
+        write_pareto(plot, result.ok, result.front, objectives,
                      title=f"{Path(args.model).name} on {space.spec}: Pareto front")
-        print(f"wrote {args.plot}")
+        print(f"wrote {plot}")
     status = 0
     if args.spot_check:
         checks = spot_check(problem, result.front, args.spot_check, seed=args.seed)
