@@ -102,3 +102,12 @@ def test_demo_on_the_float_targets(target, says, capsys):
     assert main(["demo", "--target", target, "--limit", "8", "--batch", "8"]) == 0
     out = capsys.readouterr().out
     assert "demo: OK" in out and says in out and "top-1 float" in out
+
+
+def test_demo_on_nvdla(capsys):
+    """The main job on the NVDLA-style engine: the outside compiler process, the loadable on
+    the engine-level simulator, bit-exact, and the throughput model's summary."""
+    assert main(["demo", "--target", "nvdla", "--limit", "8", "--batch", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "demo: OK" in out and "bit-exact vs the integer reference: 8/8" in out
+    assert "nvdla simulator" in out and "layers_conv" in out

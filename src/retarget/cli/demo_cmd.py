@@ -2,7 +2,8 @@
 
 The shipped digits CNN (src/retarget/data, trained by scripts/train_digits.py on scikit-learn's
 8x8 digits) is quantised to int8 on its calibration split, compiled for the simulated VTA
-(or `--target dnnvm`: the DNNVM-style FPGA overlay),
+(or `--target dnnvm`: the DNNVM-style FPGA overlay; `--target nvdla`: the NVDLA-style engine,
+its regions built by the outside compiler process, multiplier + shift int8),
 and run on the held-out digits it never saw. Printed: float top-1 vs int8-on-simulator top-1
 (the check: within ACCURACY_TOLERANCE points), whether every simulated output equals the
 integer reference bit for bit, the placement report, the simulator's counters and the cycle
@@ -24,7 +25,8 @@ from ..errors import InputError
 ACCURACY_TOLERANCE = 1.0   # percentage points int8 may lose against float
 
 
-DEFAULT_PRESET = {"vta": "pynq", "dnnvm": "zu2", "c": None, "sunway": "sw26010"}
+DEFAULT_PRESET = {"vta": "pynq", "dnnvm": "zu2", "nvdla": "nv_small", "c": None,
+                  "sunway": "sw26010"}
 
 
 def register(subparsers) -> None:
