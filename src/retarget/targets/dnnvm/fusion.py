@@ -16,8 +16,11 @@ them as one unit (lower.py):
   the first is dense or depthwise; and CONV -> CONV -> add (`conv_conv_add`: a bottleneck's
   3x3 -> 1x1 -> residual add, the second conv's only consumer the add, as conv_add). The buffer-fit check is the target's (lower.conv_conv_fit:
   both convs' weights and biases resident, the intermediate rows and columns the second
-  conv's window needs beside its accumulators in one output slot); a pair no tile fits has
-  no cost, so the search never chooses it.
+  conv's window needs beside its accumulators in one output slot; a pair whose weights do
+  not fit at once streams both convs' weights chunk by chunk through the weight slots, as
+  one tile covering the map with the whole output buffer, so each weight is loaded once);
+  a pair no tile fits has no cost, so the search never chooses it. The cost is the group
+  lowered alone and timed, so a streamed group is chosen only when it pays.
 """
 from __future__ import annotations
 

@@ -376,12 +376,19 @@ class ConvConvTile:
     """A fused conv -> conv: the second conv's output rows x columns per tile and its
     output-channel chunk; the first conv's output-channel chunk (the second's input-channel
     chunk: the intermediate is kept in OUT as int8 chunks of `tmid` channels) and its
-    input-channel chunk."""
+    input-channel chunk. `stream`: the two convs' weights do not fit the weight buffer at
+    once, so both are streamed through its two slots per tile (each chunk of the first conv's
+    weights per intermediate chunk, each of the second's per output chunk), and the second
+    conv's output chunks take turns in two places of the output slot. `whole` (streamed, one
+    image, one tile covering the map): the group has the whole output buffer (both slots),
+    so the weights are streamed once."""
     th: int
     tw: int
     toc2: int
     tmid: int
     tic1: int
+    stream: bool = False
+    whole: bool = False
 
 
 def _packed(pixels: int, channels: int, chunk: int) -> int:
@@ -420,15 +427,9 @@ def conv_conv_ok(l1: Conv2d, l2: Conv2d) -> str | None:
     return None
 
 
-def conv_conv_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
-                  add: bool = False) -> str | None:
-    """Which buffer a fused conv -> conv overflows (None when it fits): both convs' weights
-    and biases stay resident (the whole weight and bias buffers), the first conv's input tile
-    one input slot, and one output slot holds the intermediate rows and columns the second
-    conv's window needs (all channels, int8) beside the second conv's accumulators."""
-    why = conv_conv_ok(l1, l2)
-    if why:
-        return why
+def conv_conv_resident(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig) -> str | None:
+    """Why both convs' weights and biases cannot stay resident at once (None when they can):
+    then the pair is fused only with its weights streamed (ConvConvTile.stream)."""
     c1, c2 = l1.out_channels, l2.out_channels
     ic1 = l1.in_shape[1]
     dw1 = l1.groups > 1
@@ -440,6 +441,54 @@ def conv_conv_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
     if 4 * (c1 + c2) > cfg.bias_buf_bytes:
         return (f"bias buffer: {c1 + c2} resident biases need {4 * (c1 + c2)} B, the buffer "
                 f"holds {cfg.bias_buf_bytes} B")
+    return None
+
+
+def _stream_chunks_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig) -> str | None:
+    """Streamed weights: a chunk of each conv's weights fits a weight slot, its biases a bias
+    slot."""
+    dw1 = l1.groups > 1
+    tmid = min(t.tmid, l1.out_channels)
+    toc2 = min(t.toc2, l2.out_channels)
+    w1 = tmid * l1.kernel[0] * l1.kernel[1] * (1 if dw1 else min(t.tic1, l1.in_shape[1]))
+    # the second conv's weights of an output chunk for every intermediate chunk at once
+    # (stored chunk-major in DDR: one LOAD of the full chunks, one of the last)
+    w2 = toc2 * l2.kernel[0] * l2.kernel[1] * l1.out_channels
+    if toc2 * l2.kernel[0] * l2.kernel[1] * tmid >= 1 << 16 or \
+            l2.out_channels * l2.kernel[0] * l2.kernel[1] * tmid >= 1 << 24:
+        return "a streamed weight chunk exceeds the LOAD's vector or stride field"
+    if max(w1, w2) > cfg.wgt_slot:
+        return (f"weight buffer: streamed weight chunks of {w1} B and {w2} B, a slot holds "
+                f"{cfg.wgt_slot} B")
+    if 4 * max(tmid, toc2) > cfg.bias_buf_bytes // 2:
+        return (f"bias buffer: {max(tmid, toc2)} streamed biases, a slot holds "
+                f"{cfg.bias_buf_bytes // 2} B")
+    return None
+
+
+def _cc_out_regions(c2: int, toc2: int, stream: bool) -> int:
+    """Places for the second conv's output chunks in the output slot: every chunk its own
+    (resident weights), or two taking turns (streamed)."""
+    n = -(-c2 // toc2)
+    return min(n, 2) if stream else n
+
+
+def conv_conv_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
+                  add: bool = False) -> str | None:
+    """Which buffer a fused conv -> conv overflows (None when it fits): both convs' weights
+    and biases stay resident (the whole weight and bias buffers; with `t.stream` a chunk of
+    each fits a slot instead), the first conv's input tile one input slot, and one output slot
+    holds the intermediate rows and columns the second conv's window needs (all channels,
+    int8) beside the second conv's accumulators."""
+    why = conv_conv_ok(l1, l2)
+    if why:
+        return why
+    c1, c2 = l1.out_channels, l2.out_channels
+    ic1 = l1.in_shape[1]
+    dw1 = l1.groups > 1
+    why = _stream_chunks_fit(l1, l2, t, cfg) if t.stream else conv_conv_resident(l1, l2, cfg)
+    if why:
+        return why
     # the worst tile is an interior one: its window reads no padding
     (kh2, kw2), (sh2, sw2) = l2.kernel, l2.stride
     rows = min((t.th - 1) * sh2 + kh2, l1.out_hw[0])
@@ -451,12 +500,21 @@ def conv_conv_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
     if in_rows * in_cols * tic1 > cfg.inp_slot:
         return (f"input buffer: the first conv's {in_rows}x{in_cols}x{tic1} input tile needs "
                 f"{in_rows * in_cols * tic1} B, a slot holds {cfg.inp_slot} B")
-    need = _packed(rows * cols, c1, tmid) + _packed(t.th * t.tw, c2, t.toc2) + \
-        (t.th * t.tw * c2 if add else 0)
-    if need > cfg.out_buf_bytes // 2:
+    if t.stream:
+        toc2 = min(t.toc2, c2)
+        k = _cc_out_regions(c2, toc2, True)
+        need = _packed(rows * cols, c1, tmid) + k * t.th * t.tw * toc2 * (5 if add else 4)
+    else:
+        need = _packed(rows * cols, c1, tmid) + _packed(t.th * t.tw, c2, t.toc2) + \
+            (t.th * t.tw * c2 if add else 0)
+    if t.whole and (not t.stream or l2.in_shape[0] != 1 or t.th < l2.out_hw[0]
+                    or t.tw < l2.out_hw[1]):
+        return "the whole output buffer is for one streamed tile covering one image"
+    cap = cfg.out_buf_bytes if t.whole else cfg.out_buf_bytes // 2
+    if need > cap:
         return (f"output buffer: {rows}x{cols}x{c1} intermediate and a {t.th}x{t.tw}x{c2} "
                 f"result (int32 while they accumulate{', and the add operand' if add else ''})"
-                f" need {need} B, a slot holds {cfg.out_buf_bytes // 2} B")
+                f" need {need} B, {'the buffer' if t.whole else 'a slot'} holds {cap} B")
     if max(in_rows, in_cols, rows, cols, t.th, t.tw, t.toc2, tmid, tic1) > ISA_MAX_DIM:
         return f"a tile dimension exceeds the ISA's {ISA_MAX_DIM}"
     return None
@@ -470,18 +528,19 @@ def _ladder(step: int, total: int) -> list[int]:
     return out + [total]
 
 
-def _widest_cc(l1, l2, cfg, th, toc2, tmid, tic1, add=False) -> ConvConvTile | None:
+def _widest_cc(l1, l2, cfg, th, toc2, tmid, tic1, add=False,
+               stream=False) -> ConvConvTile | None:
     ow = l2.out_hw[1]
-    if conv_conv_fit(l1, l2, ConvConvTile(th, 1, toc2, tmid, tic1), cfg, add):
+    if conv_conv_fit(l1, l2, ConvConvTile(th, 1, toc2, tmid, tic1, stream), cfg, add):
         return None
     lo, hi = 1, ow
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if conv_conv_fit(l1, l2, ConvConvTile(th, mid, toc2, tmid, tic1), cfg, add):
+        if conv_conv_fit(l1, l2, ConvConvTile(th, mid, toc2, tmid, tic1, stream), cfg, add):
             hi = mid - 1
         else:
             lo = mid
-    return ConvConvTile(th, lo, toc2, tmid, tic1)
+    return ConvConvTile(th, lo, toc2, tmid, tic1, stream)
 
 
 def conv_conv_candidates(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig,
@@ -490,7 +549,8 @@ def conv_conv_candidates(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig,
     rows they need are (no PE row idle in the first conv); intermediate chunks in multiples of
     both ic_p and oc_p, or all channels; the second conv's channels in oc_p multiples or all;
     the first conv's input channels all at once when they fit, else ic_p multiples; each with
-    its widest fitting width."""
+    its widest fitting width. A pair whose weights cannot stay resident gets streamed tiles."""
+    stream = conv_conv_resident(l1, l2, cfg) is not None
     oh2 = l2.out_hw[0]
     c1, c2, ic1 = l1.out_channels, l2.out_channels, l1.in_shape[1]
     (kh2, _), (sh2, _) = l2.kernel, l2.stride
@@ -505,14 +565,24 @@ def conv_conv_candidates(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig,
     toc2s = _ladder(cfg.oc_p, c2)
     tic1s = [c1] if l1.groups > 1 else list(reversed(_ladder(cfg.ic_p, ic1)))
     out = []
-    for th in sorted(rows):
+    # streamed weights: only one tile covering the map with the whole output buffer, so each
+    # weight is loaded once, as alone (more tiles would load every weight once per tile)
+    for th in [] if stream else sorted(rows):
         for tmid in tmids:
             for toc2 in toc2s:
                 for tic1 in tic1s:
-                    t = _widest_cc(l1, l2, cfg, th, toc2, tmid, tic1, add)
+                    t = _widest_cc(l1, l2, cfg, th, toc2, tmid, tic1, add, stream)
                     if t is not None:
                         out.append(t)
                         break                  # the most input channels that fit
+    if stream and l2.in_shape[0] == 1:         # one tile with the whole output buffer
+        for tmid in tmids:
+            for toc2 in toc2s:
+                for tic1 in tic1s:
+                    t = ConvConvTile(oh2, l2.out_hw[1], toc2, tmid, tic1, True, True)
+                    if conv_conv_fit(l1, l2, t, cfg, add) is None:
+                        out.append(t)
+                        break
     return out
 
 
@@ -555,8 +625,11 @@ def conv_conv_estimate(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig
     load_b *= n
     loads *= n
     w = c1 * kh1 * kw1 * (1 if dw1 else ic1) + c2 * kh2 * kw2 * c1
-    loads += nmid * nic1 + no2 * nmid + nmid + no2
-    load_b += w + 4 * (c1 + c2)
+    # resident weights are loaded once; streamed ones once per tile
+    reps = n * -(-oh // t.th) * -(-ow // t.tw) if t.stream and not t.whole else 1
+    w2_loads = no2 * (1 if c1 % t.tmid == 0 else 2) if t.stream else no2 * nmid
+    loads += reps * (nmid * nic1 + w2_loads + nmid + no2)
+    load_b += reps * (w + 4 * (c1 + c2))
     out_b = n * oh * ow * c2
     saves = n * -(-oh // t.th) * -(-ow // t.tw) * no2
     if add:                            # the operand: one load per saved chunk, ELEW on MISC
@@ -717,7 +790,9 @@ class Lowering:
         return i
 
     def _save(self, out_slot: int, outs: list[FeatureMap], n: int, y0: int, rows: int,
-              x0: int, cols: int, c0: int, cc: int, offset: int = 0) -> None:
+              x0: int, cols: int, c0: int, cc: int, offset: int = 0,
+              region=None) -> None:
+        """SAVE a tile to each of `outs`; `region`: also a reader of that part of the slot."""
         addr = self.rings[Buf.OUT].addr(out_slot) + offset
         for y in outs:
             self.hz.read((Buf.OUT, out_slot), SAVE_E)
@@ -725,6 +800,8 @@ class Lowering:
                                  + x0 * y.pixel + c0, rows=rows, cols=cols, vec_bytes=cc,
                                  ddr_row_stride=y.row, ddr_col_stride=y.pixel))
             self.hz.did_read((Buf.OUT, out_slot), i)
+            if region is not None:
+                self.hz.did_read(region, i)
             self.hz.did_write(("ddr", y.buffer), i)
 
     def _out_slot(self) -> int:
@@ -860,9 +937,16 @@ class Lowering:
         channels, requantised to int8 in chunks in the output buffer; the second conv reads
         them from there (CONV in_buf=OUT, its border padding as the CONV's own zero rows and
         columns) into accumulators beside them, and only its result is saved. Both convs'
-        weights and biases stay resident for the whole map. With `add`, the second conv's
+        weights and biases stay resident for the whole map when they fit at once. With `add`, the second conv's
         result meets `other` in an element-wise add on chip first (conv -> conv -> add, as
-        conv_add: each chunk's operand loaded beside it, ELEW in place, one SAVE)."""
+        conv_add: each chunk's operand loaded beside it, ELEW in place, one SAVE).
+        With a streamed tile (`t.stream`: the weights do not fit at once), every weight and
+        bias chunk goes through the two slots of its buffer, reloaded for every tile (the
+        second conv's weights stored chunk-major, so an output chunk's weights for every
+        intermediate chunk are one or two LOADs), and the second conv's output chunks (and
+        their operands) take turns in two places of the slot, each waiting for the SAVE of
+        the chunk before last; with `t.whole` the one tile has both output slots.
+        The search offers streamed tiles only as `whole` ones (conv_conv_candidates)."""
         t = tile or choose_conv_conv_tile(l1, l2, self.cfg, add)
         why = conv_conv_fit(l1, l2, t, self.cfg, add is not None)
         if why:
@@ -870,11 +954,13 @@ class Lowering:
                               f"config {self.cfg.name!r}: {why}")
         uid = self._layer_uid()
         consts1 = self._conv_consts(ConvHead(l1, (), w1, b1))
-        consts2 = self._conv_consts(ConvHead(l2, (), w2, b2))
-        res = _Resident(self, uid)
+        consts2 = (self._chunk_major(l2, w2, b2, min(t.tmid, l1.out_channels)) if t.stream
+                   else self._conv_consts(ConvHead(l2, (), w2, b2)))
+        res = None if t.stream else _Resident(self, uid)
         ring = self.rings[Buf.OUT]
         oh, ow = l2.out_hw
         c1, c2 = l1.out_channels, l2.out_channels
+        nreg = _cc_out_regions(c2, min(t.toc2, c2), t.stream)
         kh, kw = l2.kernel
         sh, sw = l2.stride
         r = l2.requant
@@ -887,6 +973,9 @@ class Lowering:
                     (ry, rows, zt, zb), (rx, cols, zl, zr) = _mid_extent(l2, y0, th, x0, tw)
                     slot = self._out_slot()
                     base = ring.addr(slot)
+                    if t.whole:                  # both slots: after their earlier readers
+                        base = 0
+                        self.hz.write((Buf.OUT, slot ^ 1), CONV_E)
                     mids = []
                     for j, m0 in enumerate(range(0, c1, t.tmid)):
                         mc = min(t.tmid, c1 - m0)
@@ -895,24 +984,41 @@ class Lowering:
                                          t.tic1, slot, out_addr=addr, res=res, claim=j == 0)
                         mids.append((m0, mc, addr))
                     acc0 = base + _packed(rows * cols, c1, t.tmid)
-                    opnd0 = acc0 + _packed(th * tw, c2, t.toc2)
+                    if t.stream:             # two places taking turns, int32 each
+                        opnd0 = acc0 + nreg * th * tw * t.toc2 * 4
+                    else:
+                        opnd0 = acc0 + _packed(th * tw, c2, t.toc2)
                     for k, o0 in enumerate(range(0, c2, t.toc2)):
                         oc = min(t.toc2, c2 - o0)
-                        out_addr = acc0 + k * th * tw * t.toc2
+                        place = k % nreg if t.stream else k
+                        out_addr = acc0 + place * th * tw * t.toc2 * (4 if t.stream else 1)
+                        region = (Buf.OUT, slot, "chunk", place)
+                        if t.stream and k >= nreg:   # after the SAVE of the chunk before last
+                            self.hz.write(region, CONV_E)
                         if add is not None:
-                            opnd = opnd0 + k * th * tw * t.toc2
+                            opnd = opnd0 + place * th * tw * t.toc2
                             if k == 0:           # after the slot's previous readers
                                 self.hz.write((Buf.OUT, slot), LOAD_E)
+                                if t.whole:
+                                    self.hz.write((Buf.OUT, slot ^ 1), LOAD_E)
+                            if t.stream and k >= nreg:
+                                self.hz.write((Buf.OUT, slot, "operand", place), LOAD_E)
                             self.hz.read(("ddr", other.buffer), LOAD_E)
                             i = self.b.emit(Load(
                                 buf=int(Buf.OUT), sram_addr=opnd,
                                 ddr_addr=other.addr + n * other.image + y0 * other.row
                                 + x0 * other.pixel + o0, rows=th, cols=tw, vec_bytes=oc,
                                 ddr_row_stride=other.row, ddr_col_stride=other.pixel))
-                            self.hz.did_write((Buf.OUT, slot, "operand", k), i)
+                            self.hz.did_write((Buf.OUT, slot, "operand", place), i)
+                        if t.stream:             # this output chunk for every mid chunk
+                            w2a, w2key = self._streamed_w2(l2, consts2[0], o0, oc, c1,
+                                                           min(t.tmid, c1))
                         for j, (m0, mc, addr) in enumerate(mids):
                             first, last = j == 0, j == len(mids) - 1
-                            wa, wkey = self._weights(l2, consts2[0], o0, oc, m0, mc, res)
+                            if t.stream:
+                                wa, wkey = w2a + j * oc * kh * kw * t.tmid, w2key
+                            else:
+                                wa, wkey = self._weights(l2, consts2[0], o0, oc, m0, mc, res)
                             reads = [wkey]
                             ba = 0
                             if first:
@@ -925,6 +1031,8 @@ class Lowering:
                                         first=int(first), last=int(last), pad_top=zt,
                                         pad_bottom=zb, pad_left=zl, pad_right=zr)
                             last_conv = self._compute(insn, CONV_E, reads, slot, False, last)
+                            if t.stream and first:
+                                self.hz.did_write(region, last_conv)
                         if add is not None:
                             a, b = (out_addr, opnd) if conv_is_a else (opnd, out_addr)
                             elew = Elew(a_buf=int(Buf.OUT), a_addr=a, b_buf=int(Buf.OUT),
@@ -932,12 +1040,58 @@ class Lowering:
                                         shift_a=add.shift_a, shift_b=add.shift_b,
                                         out_shift=add.out_shift, lo=add.lo, hi=add.hi)
                             self._compute(elew, MISC_E, [(Buf.OUT, slot),
-                                                         (Buf.OUT, slot, "operand", k)],
+                                                         (Buf.OUT, slot, "operand", place)],
                                           slot, False, True)
-                        self._save(slot, outs, n, y0, th, x0, tw, o0, oc, out_addr - base)
-        res.close(last_conv)
+                        self._save(slot, outs, n, y0, th, x0, tw, o0, oc,
+                                   out_addr - ring.addr(slot),
+                                   region if t.stream else None)
+        if t.whole:                 # the other slot was written and read by this group too
+            self.hz.did_write((Buf.OUT, slot ^ 1), last_conv)
+            self.hz.did_read((Buf.OUT, slot ^ 1), len(self.b.insns) - 1)   # the last SAVE
+        if res is not None:
+            res.close(last_conv)
         self.b.end_layer()
         return t
+
+    def _chunk_major(self, layer: Conv2d, weight, bias, tmid: int) -> tuple[int, int]:
+        """DDR addresses of a streamed second conv's weights and biases, the weights stored
+        chunk-major: for each full chunk of `tmid` input channels [OC, KH, KW, tmid], then
+        the last, narrower chunk [OC, KH, KW, rest], so that one output chunk's weights for
+        every input chunk are two strided LOADs."""
+        oc, ic = layer.out_channels, layer.in_shape[1]
+        kh, kw = layer.kernel
+        nfull = ic // tmid
+        arr = None
+        if weight is not None:
+            w = np.transpose(np.asarray(weight, np.int8), (0, 2, 3, 1))
+            full = w[..., :nfull * tmid].reshape(oc, kh, kw, nfull, tmid).transpose(3, 0, 1, 2, 4)
+            arr = np.concatenate([full.reshape(-1), w[..., nfull * tmid:].reshape(-1)])
+        w_addr = self.const(f"{layer.name}/w", arr, (oc * kh * kw * ic,), "int8")
+        b = np.zeros(oc, np.int32) if bias is None else np.asarray(bias, np.int32)
+        b_addr = self.const(f"{layer.name}/b", None if weight is None else b, (oc,), "int32")
+        return w_addr, b_addr
+
+    def _streamed_w2(self, layer: Conv2d, w_addr: int, o0: int, toc: int, ic: int,
+                     tmid: int) -> tuple[int, object]:
+        """Load output channels [o0, o0+toc) of a chunk-major second conv's weights for every
+        input chunk into a weight slot (unless there): (address, hazard key); chunk j is at
+        address + j*toc*kh*kw*tmid."""
+        kh, kw = layer.kernel
+        oc = layer.out_channels
+        nfull, rest = divmod(ic, tmid)
+        key = (layer.name, o0, "chunk-major")
+        hit = key in self.rings[Buf.WGT].keys
+        addr, slot = self._load(Buf.WGT, key, None, ddr_addr=w_addr + o0 * kh * kw * tmid,
+                                rows=nfull, cols=1, vec_bytes=toc * kh * kw * tmid,
+                                ddr_row_stride=oc * kh * kw * tmid, ddr_col_stride=0)
+        if rest and not hit:
+            i = self.b.emit(Load(buf=int(Buf.WGT), sram_addr=addr + nfull * toc * kh * kw * tmid,
+                                 ddr_addr=w_addr + nfull * oc * kh * kw * tmid
+                                 + o0 * kh * kw * rest, rows=1, cols=1,
+                                 vec_bytes=toc * kh * kw * rest, ddr_row_stride=0,
+                                 ddr_col_stride=0))
+            self.hz.did_write((Buf.WGT, slot), i)
+        return addr, (Buf.WGT, slot)
 
     def _check_fit(self, layer: Conv2d, t: ConvTile, extra: int = 0) -> None:
         why = conv_fit(layer, t, self.cfg, extra)
@@ -1126,5 +1280,5 @@ class Lowering:
 
 
 __all__ = ["ConvConvTile", "ConvHead", "ConvTile", "choose_conv_conv_tile", "conv_conv_fit",
-           "conv_conv_ok", "FeatureMap", "Lowering", "conv_pool_tile", "choose_conv_tile", "conv_candidates",
+           "conv_conv_ok", "conv_conv_resident", "FeatureMap", "Lowering", "conv_pool_tile", "choose_conv_tile", "conv_candidates",
            "conv_estimate", "conv_fit", "eq5_tile", "time_conv"]
