@@ -237,8 +237,13 @@ class Target:
         """Can this target run `node`? Looks the op up in `rules`."""
         rule = self.rules.get(node.op)
         if rule is None:
-            return Support.no(f"{self.name} has no kernel for {node.op}")
+            return self.no_rule(node)
         return rule(self, node, graph)
+
+    def no_rule(self, node: Node) -> Support:
+        """The refusal of a node whose op has no rule (integer accelerators say why more
+        precisely: targets/accel/graph_layers.refuse_unknown)."""
+        return Support.no(f"{self.name} has no kernel for {node.op}")
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
         """Nodes (by name) this target cannot run in a region made of exactly `nodes`, each

@@ -45,10 +45,8 @@ class DNNVMTarget(Target):
     def default_config(cls):
         return PRESETS["zu2"]
 
-    def supports(self, node: Node, graph: Graph) -> Support:
-        if node.op not in self.rules:
-            return refuse_unknown(self.name, node, "instruction")
-        return self.rules[node.op](self, node, graph)
+    def no_rule(self, node: Node) -> Support:
+        return refuse_unknown(self.name, node, "instruction")
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
         refused = split_accumulators(self.name, nodes, graph)

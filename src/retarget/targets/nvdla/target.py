@@ -43,10 +43,8 @@ class NvdlaTarget(ExternalCompilerTarget):
     def default_config(cls):
         return PRESETS["nv_full"]
 
-    def supports(self, node: Node, graph: Graph) -> Support:
-        if node.op not in self.rules:
-            return refuse_unknown(self.name, node, "engine")
-        return self.rules[node.op](self, node, graph)
+    def no_rule(self, node: Node) -> Support:
+        return refuse_unknown(self.name, node, "engine")
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
         return split_accumulators(nodes, graph)
