@@ -15,6 +15,15 @@ def init(name, array):
 
 
 
+def _model(nodes, name: str, x, y, inits) -> onnx.ModelProto:
+    """A checked opset-17 model of `nodes` from input "x" to output "y", each (dtype, shape)."""
+    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", *x)],
+                          [helper.make_tensor_value_info("y", *y)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(m)
+    return m
+
+
 def _conv_on_quantized_input() -> list:
     """x quantised and dequantised at scale xs, then Conv(x, DQ(w), DQ(b)) -> "c": the
     prefix of every QDQ test model here."""
@@ -57,12 +66,8 @@ def qdq_cnn(x_scale=2.0 ** -5, per_channel=True, seed=0, *, w_scale=None,
         helper.make_node("QuantizeLinear", ["m", "zs", "zp"], ["mq"], name="qm"),
         helper.make_node("DequantizeLinear", ["mq", "zs", "zp"], ["y"], name="dqy"),
     ]
-    g = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                         [2, 2, 4, 4])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])], inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(m)
-    return m
+    return _model(nodes, "qdq", (TensorProto.FLOAT, [2, 2, 4, 4]), (TensorProto.FLOAT, [2, 5]),
+                  inits)
 
 
 def qdq_residual(x_scale=0.0123, c_scale=0.0371, y_scale=0.0517, per_channel=True,
@@ -89,13 +94,8 @@ def qdq_residual(x_scale=0.0123, c_scale=0.0371, y_scale=0.0517, per_channel=Tru
         helper.make_node("QuantizeLinear", ["r", "ys", "zp"], ["rq"], name="qy"),
         helper.make_node("DequantizeLinear", ["rq", "ys", "zp"], ["y"], name="dqy"),
     ]
-    g = helper.make_graph(nodes, "qdq_residual",
-                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])],
-                          inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(m)
-    return m
+    return _model(nodes, "qdq_residual", (TensorProto.FLOAT, [1, 4, 5, 5]),
+                  (TensorProto.FLOAT, [1, 4, 5, 5]), inits)
 
 
 def qlinear_conv(x_scale=0.0213, w_scale=0.0037, y_scale=0.0911, per_channel=False,
@@ -113,10 +113,5 @@ def qlinear_conv(x_scale=0.0213, w_scale=0.0037, y_scale=0.0911, per_channel=Fal
              init("ys", np.float32(y_scale)), init("b", b)]
     node = helper.make_node("QLinearConv", ["x", "xs", "zp", "w", "ws", "wzp", "ys", "zp", "b"],
                             ["y"], name="qconv", pads=[1, 1, 1, 1], strides=[2, 2])
-    g = helper.make_graph([node], "qlinear_conv",
-                          [helper.make_tensor_value_info("x", TensorProto.INT8, [1, 2, 5, 5])],
-                          [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 3, 3, 3])],
-                          inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(m)
-    return m
+    return _model([node], "qlinear_conv", (TensorProto.INT8, [1, 2, 5, 5]),
+                  (TensorProto.INT8, [1, 3, 3, 3]), inits)
