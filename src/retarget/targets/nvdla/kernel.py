@@ -34,7 +34,7 @@ class NvdlaKernel(StreamKernel):
         t = self.timing()
         ld = self.program.loadable
         return (f"nvdla {self.name}: {len(ld.layers)} hardware layers, loadable "
-                f"{len(ld.to_bytes()) / 1024:.0f} KiB, modelled {t.total_cycles:,} cycles "
+                f"{ld.nbytes / 1024:.0f} KiB, modelled {t.total_cycles:,} cycles "
                 f"= {t.seconds * 1e3:.3f} ms at {self.program.config.clock_mhz:g} MHz")
 
     def layer_outputs(self, device, inputs: Sequence[np.ndarray]) -> list[tuple[str, str, int,

@@ -105,6 +105,7 @@ class Loadable:
     outputs: list[tuple[str, int]]
     dependencies: np.ndarray                 # int32 layer indices (see LAYER_FIELDS)
     blob: bytes = b""                        # content of the weights memory
+    nbytes: int = 0                          # size of the file it was read from (0: built)
 
     def deps(self, i: int) -> list[int]:
         rec = self.layers[i]
@@ -224,7 +225,7 @@ def _parse(data: bytes) -> Loadable:
                       strings, [(s(b["value"]), int(b["address"])) for b in binds
                                 if b["direction"] == 0],
                       [(s(b["value"]), int(b["address"])) for b in binds if b["direction"] == 1],
-                      deps, sections[b"BLOB"])
+                      deps, sections[b"BLOB"], len(data))
     except (KeyError, IndexError, TypeError, ValueError, struct.error) as e:
         # ValueError covers JSON and UTF-8 decoding; a CRC only says the bytes are the ones
         # written, not that whoever wrote them wrote a well-formed loadable
