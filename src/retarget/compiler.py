@@ -109,20 +109,27 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
     name -> array, a list of such dicts, or an array split along axis 0; None calibrates on
     random data with a warning), then rewritten by `target.prepare`, typed and sorted. An
     already-integer graph is not quantised again."""
-    fmt = target.number_format
-    if fmt is not None:
-        if _is_qdq_model(graph):
-            graph = _convert_prequantized(graph, target)
-        elif any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
-                 and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
-            from .passes.quantize import quantize  # needs the op table: import when used
-            graph = quantize(graph, calibration, per_channel=fmt.per_channel,
-                             scales=fmt.scales)
+    graph = to_number_format(graph, target, calibration)
     rewritten = target.prepare(graph)
     if rewritten is not graph:
         rewritten = infer_shapes(rewritten)
     rewritten.toposort()
     return rewritten
+
+
+def to_number_format(graph: Graph, target: Target, calibration: Any = None) -> Graph:
+    """prepare()'s first half: `graph` converted (QDQ) or quantised into the target's number
+    format, without the target's own rewrite (which may depend on its config)."""
+    fmt = target.number_format
+    if fmt is None:
+        return graph
+    if _is_qdq_model(graph):
+        return _convert_prequantized(graph, target)
+    if any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
+           and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
+        from .passes.quantize import quantize  # needs the op table: import when used
+        return quantize(graph, calibration, per_channel=fmt.per_channel, scales=fmt.scales)
+    return graph
 
 
 def _is_qdq_model(graph: Graph) -> bool:
@@ -148,4 +155,4 @@ def _convert_prequantized(graph: Graph, target: Target) -> Graph:
     return convert_quantized(graph, rounding=rounding, scales=target.number_format.scales)
 
 
-__all__ = ["compile", "prepare"]
+__all__ = ["compile", "prepare", "to_number_format"]

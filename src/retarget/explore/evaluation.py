@@ -35,25 +35,19 @@ class Problem:
         """Import `model` (an ONNX file, or zoo:NAME[:WIDTH] for a zoo network), bind its
         input to `size` x `size` when given, and quantise it into the target's number format
         (calibrated on `calibration`, or one seeded random batch)."""
+        from ..compiler import to_number_format
         from ..passes.infer_shapes import infer_shapes
         from ..targets.registry import get_target
         graph = load_model(model, size)
         tgt = get_target(target)
         g = infer_shapes(graph)
         g.toposort()
-        fmt = tgt.number_format
-        if fmt is not None:
-            from ..frontend.onnx_quantized import QDQ_OPS
-            from ..ops.quantized import ACCUMULATING_OPS
-            if not any(n.op in QDQ_OPS for n in g.nodes) and any(
-                    n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
-                    and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in g.nodes):
-                from ..passes.quantize import quantize
-                if calibration is None:
-                    rng = np.random.default_rng(seed)
-                    calibration = [{v.name: rng.standard_normal(v.type.shape)
-                                    .astype(v.type.dtype) for v in g.inputs}]
-                g = quantize(g, calibration, per_channel=fmt.per_channel, scales=fmt.scales)
+        if calibration is None:
+            rng = np.random.default_rng(seed)
+            calibration = [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
+                            for v in g.inputs}]
+        # once, here; each point's compile adds only the target's config-dependent rewrite
+        g = to_number_format(g, tgt, calibration)
         return cls(model, target, g, dict(fixed or {}))
 
     def compile(self, config: Mapping[str, Any]):
