@@ -146,7 +146,8 @@ def test_networks_bit_exact_with_conv_conv(name, fusion, preset_name):
     got, want = m.run(x), run_graph(m.graph, x)
     assert all(np.array_equal(got[k], want[k]) for k in want)
     chained = [f for f in m.report.fused if f.template in ("conv_conv", "conv_conv_add")]
-    if preset_name == "zu2":
+    # greedy always takes a pair; the search, on GoogLeNet at test size, finds none that pays
+    if preset_name == "zu2" and (fusion == "greedy" or name == "resnet50"):
         assert chained, [f.template for f in m.report.fused]
     if fusion == "optimized":          # chosen only when it pays (additive model)
         assert all(f.cycles <= f.alone_cycles for f in chained)
@@ -173,3 +174,30 @@ def test_sim_refuses_a_conv_reading_its_own_accumulators():
     sim = Simulator(cfg, program.dram_image())
     with pytest.raises(SimulationError, match="overlaps the accumulators"):
         sim.run([bad] + program.insns)
+
+
+def test_stream_cost_sees_overlap_and_waits_for_what_a_unit_reads():
+    """GroupCosts.stream lowers units as one stream: two branches reading the same input
+    overlap (less than their costs alone), a unit reading another's output waits for it
+    (more than the same units with fresh inputs), one unit alone costs its cost alone; and
+    the cost caches ignore quantisation scales, which do not change the timing."""
+    from dataclasses import replace
+
+    from retarget.targets.accel.layers import Requant
+    from retarget.targets.dnnvm.fusion import _anonymous, _Unit
+    g = build_graph("resnet50")
+    target = get_target("dnnvm:zu2")
+    m = retarget.compile(g, "dnnvm:zu2", calibration=samples(g), fusion="none")
+    fg = target.fusion_graph(partition(m.graph, target).offloaded[0])
+    index = {v.name: i for i, v in enumerate(fg.vertices)}
+    c1, c2, ds = (index[f"/layer1.0.{n}/Conv"] for n in ("conv1", "conv2", "downsample.0"))
+    costs = GroupCosts(target.config)
+    assert costs.stream(fg, [(c1,)]) == costs(fg, (c1,))
+    assert costs.stream(fg, [(c1,), (ds,)]) < costs(fg, (c1,)) + costs(fg, (ds,))
+    units = [_Unit.of(fg, (c1,)), _Unit.of(fg, (c2,))]
+    wired = costs._timed([(units[0], ((-1, 0),)), (units[1], ((0, 0),))])
+    fresh = costs._timed([(units[0], ((-1, 0),)), (units[1], ((-1, 0),))])
+    assert wired == costs.stream(fg, [(c2,), (c1,)]) and wired > fresh
+    conv = fg.vertices[c1].attrs["layer"]
+    assert _anonymous(conv) == _anonymous(replace(conv, name="x", requant=Requant(3, 0, 127)))
+    m.close()

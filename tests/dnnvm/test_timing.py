@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from retarget.errors import TargetError
 from retarget.targets.accel.layers import Conv2d, Requant
 from retarget.targets.accel.sim_errors import DeadlockError
 from retarget.targets.dnnvm.config import PRESETS
@@ -27,6 +28,23 @@ def test_instruction_costs_follow_the_config():
     assert t.end[0] == c.insn_overhead + c.ddr_latency + -int(-10000 // c.ddr_bytes_per_cycle)
     assert t.bytes["inp"] == 10000
 
+
+
+def test_channel_augmentation_packs_kernel_columns_of_a_thin_input():
+    """A CONV on fewer than ic_p channels takes kw*ic window bytes per step (kernel columns
+    in the idle input lanes); at ic_p channels and above, and with the option off, one tap
+    per step as before."""
+    c = ZU2
+    stem = Conv(kh=7, kw=7, in_h=13, in_w=13, ic=3, out_h=4, out_w=4, oc=12)
+    t = simulate_timing([stem, End()], c)
+    assert t.gemm_cycles == 1 * 4 * 7 * 1 * 1 * c.step_cycles     # 7 rows of ceil(21/24)
+    plain = c.with_(channel_augmentation=False)
+    assert simulate_timing([stem, End()], plain).gemm_cycles == 4 * 49 * plain.step_cycles
+    assert c.window_steps(3, 3, 16) == 3 * 2                     # ceil(48 / 24) per row
+    assert c.window_steps(3, 3, 24) == 9                          # full lanes: no gain
+    assert c.window_steps(3, 3, 16, depthwise=True) == 9
+    with pytest.raises(TargetError, match="channel_augmentation"):
+        c.with_(channel_augmentation=1)
 
 def test_engines_overlap_and_share_the_ddr_port():
     c = ZU2

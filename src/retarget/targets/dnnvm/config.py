@@ -37,9 +37,13 @@ class DNNVMConfig(ConfigFields):
     step_cycles: int = 2            # one ic_p x oc_p x h_p step (spec §1)
     conv_pipeline: int = 16         # PE-array fill per CONV instruction (assumed)
     pool_lanes: int = 16            # POOL / MISC elements per cycle (assumed)
-    ddr_bytes_per_cycle: float = 8.0   # calibrated
+    # A CONV whose input channels are fewer than ic_p feeds the idle input lanes with the
+    # next kernel columns: in NHWC a row's kw x ic window bytes are contiguous (Xilinx's
+    # DPU calls this channel augmentation, PG338; docs/dnnvm.md)
+    channel_augmentation: bool = True
+    ddr_bytes_per_cycle: float = 6.0   # calibrated
     ddr_latency: int = 40           # cycles from request to first beat (assumed)
-    insn_overhead: int = 20         # calibrated: decode/issue of one instruction (see docs)
+    insn_overhead: int = 0          # calibrated: decode/issue of one instruction (see docs)
     # compile choices
     offload_fc: bool = False        # run Gemm/MatMul on the overlay (the paper keeps FC on CPU)
     tile_search: bool = True        # False: always the paper's eq. 5 tiles
@@ -63,6 +67,16 @@ class DNNVMConfig(ConfigFields):
     @property
     def macs_per_step(self) -> int:
         return self.ic_p * self.oc_p * self.h_p
+
+    def window_steps(self, kh: int, kw: int, ic: int, depthwise: bool = False) -> int:
+        """CONV steps for one output column block over the kernel window and `ic` input
+        channels: kh*kw taps of ceil(ic/ic_p) steps each, or, with channel augmentation and
+        ic < ic_p, kh rows of ceil(kw*ic/ic_p) steps (kernel columns packed into the lanes)."""
+        if depthwise:
+            return kh * kw
+        if self.channel_augmentation and ic < self.ic_p:
+            return kh * -(-(kw * ic) // self.ic_p)
+        return kh * kw * -(-ic // self.ic_p)
 
     @property
     def peak_gops(self) -> float:
@@ -107,6 +121,8 @@ def validate(c: DNNVMConfig) -> None:
         if not 64 <= getattr(c, f) <= 1 << 24:
             bad(f"{f}={getattr(c, f)} outside 64 B .. 16 MiB (the ISA's 24-bit on-chip "
                 f"addresses)")
+    if not isinstance(c.channel_augmentation, bool):
+        bad(f"channel_augmentation={c.channel_augmentation!r} must be true or false")
     for f in ("clock_mhz", "ddr_bytes_per_cycle"):
         v = getattr(c, f)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) \

@@ -241,7 +241,7 @@ def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
     load_bytes = in_loads * in_tile + w_loads * w_tile + b_loads * 4 * t.toc
     out_bytes = n * oh * ow * oc
     per = c.insn_overhead + c.ddr_latency
-    steps = (-(-t.th // c.h_p) * t.tw * kh * kw * (1 if dw else -(-t.tic // c.ic_p))
+    steps = (-(-t.th // c.h_p) * t.tw * c.window_steps(kh, kw, min(t.tic, ic), dw)
              * -(-t.toc // c.oc_p))
     conv = _conv_count(layer, t) * (steps * c.step_cycles + c.conv_pipeline + c.insn_overhead)
     load = (in_loads + w_loads + b_loads) * per + load_bytes / c.ddr_bytes_per_cycle
@@ -249,7 +249,8 @@ def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
     port = (load_bytes + out_bytes) / c.ddr_bytes_per_cycle
     fill = 2 * per + (in_tile + w_tile) / c.ddr_bytes_per_cycle
     drain = per + t.th * t.tw * t.toc / c.ddr_bytes_per_cycle
-    return max(conv, load, save, port) + fill + drain
+    # the first tile's loads and the last save overlap nothing; the rest overlaps
+    return fill + max(conv, load - fill, save - drain, port - fill - drain, 0) + drain
 
 
 _CHOICES: ChoiceCache[ConvTile] = ChoiceCache()
@@ -610,10 +611,10 @@ def conv_conv_estimate(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig
         for x0 in range(0, ow, t.tw):
             th, tw = min(t.th, oh - y0), min(t.tw, ow - x0)
             (_, rows, _, _), (_, cols, _, _) = _mid_extent(l2, y0, th, x0, tw)
-            s1 = (-(-rows // c.h_p) * cols * kh1 * kw1
-                  * (1 if dw1 else -(-min(t.tic1, ic1) // c.ic_p)) * -(-t.tmid // c.oc_p))
+            s1 = (-(-rows // c.h_p) * cols * c.window_steps(kh1, kw1, min(t.tic1, ic1), dw1)
+                  * -(-t.tmid // c.oc_p))
             conv += nmid * nic1 * (s1 * c.step_cycles + insn)
-            s2 = (-(-th // c.h_p) * tw * kh2 * kw2 * -(-t.tmid // c.ic_p)
+            s2 = (-(-th // c.h_p) * tw * c.window_steps(kh2, kw2, min(t.tmid, c1))
                   * -(-t.toc2 // c.oc_p))
             conv += no2 * nmid * (s2 * c.step_cycles + insn)
             in_tile = ((rows - 1) * sh1 + kh1) * ((cols - 1) * sw1 + kw1) * \

@@ -6,7 +6,8 @@
 - LOAD / SAVE: insn_overhead + ddr_latency, then bytes / ddr_bytes_per_cycle cycles on the one
   DDR port they share, granted in order of request. CONV: insn_overhead + conv_pipeline +
   steps * step_cycles, where a step is ic_p input channels x oc_p output channels x h_p output
-  rows for one output column and one kernel tap (spec §1). POOL / ELEW: insn_overhead +
+  rows for one output column and one kernel tap (spec §1; with channel augmentation, a CONV
+  on fewer than ic_p channels packs several kernel columns into one step). POOL / ELEW: insn_overhead +
   elements (x window taps) / pool_lanes. END: when every engine has drained.
 - Event-driven: among engine heads that can start, the earliest goes next, so DDR grants are
   in time order; O(instructions x engines).
@@ -35,8 +36,7 @@ def conv_steps(cfg: DNNVMConfig, insn: Conv) -> int:
     """PE-array steps of one CONV instruction."""
     rows = -(-insn.out_h // cfg.h_p)
     ocs = -(-insn.oc // cfg.oc_p)
-    ics = 1 if insn.depthwise else -(-insn.ic // cfg.ic_p)
-    return rows * insn.out_w * insn.kh * insn.kw * ics * ocs
+    return rows * insn.out_w * cfg.window_steps(insn.kh, insn.kw, insn.ic, insn.depthwise) * ocs
 
 
 def dma_cycles(cfg: DNNVMConfig, nbytes: int) -> int:
