@@ -102,3 +102,28 @@ def test_a_chain_is_solved_by_shortest_path_not_first_fit():
     best = choose(g, found, costs.get, "optimized")
     assert [grp.members for grp in greedy.groups] == [(0, 1)] and greedy.cycles == 29
     assert [grp.members for grp in best.groups] == [(1, 2)] and best.cycles == 15
+
+
+def test_a_stream_model_re_ranks_the_near_choices_at_a_barrier():
+    """A branch point: conv_add into either branch. Additively fusing into branch b is best
+    (by 2 %); a stream model that sees branch a's loads overlap branch b's compute prefers
+    fusing into a, and the search follows it; a choice far behind is never re-ranked."""
+    g = FusionGraph([Vertex("x", "conv"), Vertex("a", "conv"), Vertex("b", "conv"),
+                     Vertex("add", "add")], [(0, 1), (0, 2), (1, 3), (2, 3)])
+    costs = {(0,): 100, (1,): 100, (2,): 100, (3,): 100, (1, 3): 150, (2, 3): 147}
+    found = [e for e in find_embeddings(g, TEMPLATES) if e.template.name == "conv_add"]
+    seen = []
+
+    def stream(units):
+        seen.append(sorted(units))
+        return 300 if (1, 3) in units else 400
+
+    assert [grp.members for grp in choose(g, found, costs.get).groups] == [(2, 3)]
+    plan = choose(g, found, costs.get, stream=stream)
+    assert [grp.members for grp in plan.groups] == [(1, 3)]
+    assert plan.cycles == 100 + 150 + 100                   # still the additive total
+    assert [(1, 3), (2,)] in seen                           # the component's units, whole
+    seen.clear()
+    far = {**costs, (1, 3): 190}                            # > 5 % behind: not re-ranked
+    assert [grp.members for grp in choose(g, found, far.get, stream=stream).groups] == [(2, 3)]
+    assert all((1, 3) not in units for units in seen)

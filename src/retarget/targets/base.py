@@ -277,6 +277,14 @@ class Target:
         vertex: alone); None when the group does not fit the hardware."""
         raise NotImplementedError(f"target {self.name!r} declares no fusion")
 
+    # True when fusion_stream_cost is implemented (the search then re-ranks with it)
+    has_stream_cost: ClassVar[bool] = False
+
+    def fusion_stream_cost(self, graph, units: list[tuple[int, ...]]) -> int | None:
+        """Modelled cycles of `units` (groups or single vertices of `graph`) lowered as one
+        stream in topological order; None when one of them has no lowering."""
+        raise NotImplementedError(f"target {self.name!r} has no stream model for fusion")
+
     def make_device(self):
         raise NotImplementedError(f"target {self.name!r} does not implement make_device()")
 

@@ -30,7 +30,9 @@ def plan_region(target, region, strategy: str) -> RegionFusion:
     """Enumerate `target`'s templates on `region` and choose groups with `strategy`."""
     graph = target.fusion_graph(region)
     found = find_embeddings(graph, target.fusion_templates)
-    plan = choose(graph, found, lambda members: target.fusion_cost(graph, members), strategy)
+    plan = choose(graph, found, lambda members: target.fusion_cost(graph, members), strategy,
+                  stream=(lambda units: target.fusion_stream_cost(graph, units))
+                  if target.has_stream_cost else None)
     return RegionFusion(graph, plan)
 
 

@@ -16,6 +16,12 @@ other layer its own (`cost(members)`; None when a group does not fit the hardwar
   is enumerated, the chains it touches are re-solved without the vertices it takes, and the
   cheapest total is kept. Components are independent, so the result is the exact optimum of
   the additive cost: never worse than greedy or none.
+
+A target with a stream model (`stream(units)`: the cycles of several units lowered as one
+stream) re-ranks each component's few best choices by it (RERANK): units of a component
+overlap in a stream (a branch's loads under another branch's compute) in ways a sum of costs
+alone cannot see, so the additive optimum can run slower than a choice a few cycles behind
+it. The plan's `cycles` stay the additive total of what was chosen.
 """
 from __future__ import annotations
 
@@ -26,8 +32,11 @@ from ...targets.fusion import FusionGraph
 from .match import Embedding, groups as distinct_groups
 
 Cost = Callable[[tuple[int, ...]], "int | None"]
+StreamCost = Callable[[list[tuple[int, ...]]], "int | None"]
 STRATEGIES = ("none", "greedy", "optimized")
 MAX_SPECIALS = 22        # per component; beyond this the enumeration would take too long
+RERANK = 3               # a component's best additive choices the stream model re-ranks,
+RERANK_NEAR = 0.05       # those within 5 % of the best (the stream rarely moves more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +76,9 @@ class _Costs:
 
 
 def choose(graph: FusionGraph, embeddings: list[Embedding], cost: Cost,
-           strategy: str = "optimized") -> FusionPlan:
-    """The plan of `strategy` over the distinct fitting groups of `embeddings`."""
+           strategy: str = "optimized", stream: StreamCost | None = None) -> FusionPlan:
+    """The plan of `strategy` over the distinct fitting groups of `embeddings`; `stream`: the
+    target's stream model, if it has one (optimized re-ranks with it)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"fusion strategy {strategy!r}; known: {', '.join(STRATEGIES)}")
     costs = _Costs(graph, cost)
@@ -80,7 +90,7 @@ def choose(graph: FusionGraph, embeddings: list[Embedding], cost: Cost,
     elif strategy == "greedy":
         chosen = _greedy(graph, cands)
     else:
-        chosen = _optimized(graph, cands, costs)
+        chosen = _optimized(graph, cands, costs, stream)
     plan = FusionPlan(strategy)
     covered = set()
     for m in chosen:
@@ -122,8 +132,8 @@ def _chains(graph: FusionGraph, barriers: set[int]) -> list[list[int]]:
     return chains
 
 
-def _optimized(graph: FusionGraph, cands: dict[tuple[int, ...], str],
-               costs: _Costs) -> list[tuple[int, ...]]:
+def _optimized(graph: FusionGraph, cands: dict[tuple[int, ...], str], costs: _Costs,
+               stream: StreamCost | None = None) -> list[tuple[int, ...]]:
     barriers = graph.barriers()
     chains = _chains(graph, barriers)
     where = {v: (c, k) for c, chain in enumerate(chains) for k, v in enumerate(chain)}
@@ -200,7 +210,7 @@ def _optimized(graph: FusionGraph, cands: dict[tuple[int, ...], str],
         cs = sorted({where[v][0] for m in comp for v in m if v in where})
         bs = sorted({v for m in comp for v in m if v not in where})
         touched_chains.update(cs)
-        best: tuple[int, list] | None = None
+        options: list[tuple[int, list]] = []
         for subset in _disjoint_subsets(comp):
             taken = {v for m in subset for v in m}
             total = sum(costs(m) for m in subset) + costs.alone(b for b in bs if b not in taken)
@@ -209,9 +219,21 @@ def _optimized(graph: FusionGraph, cands: dict[tuple[int, ...], str],
                 cyc, sub = solve_chain(c, frozenset(v for v in chains[c] if v in taken))
                 total += cyc
                 picks += sub
-            if best is None or total < best[0]:
-                best = (total, picks)
-        chosen += best[1]
+            options.append((total, picks))
+        options.sort(key=lambda o: o[0])
+        best = options[0][1]
+        if stream is not None and len(options) > 1:
+            span = bs + [v for c in cs for v in chains[c]]
+            timed = []
+            near = [o for o in options[:RERANK] if o[0] <= options[0][0] * (1 + RERANK_NEAR)]
+            for _, picks in near if len(near) > 1 else ():
+                covered = {v for m in picks for v in m}
+                t = stream(picks + [(v,) for v in span if v not in covered])
+                if t is not None:
+                    timed.append((t, picks))
+            if timed:
+                best = min(timed, key=lambda o: o[0])[1]
+        chosen += best
     for c in range(len(chains)):
         if c not in touched_chains:
             chosen += solve_chain(c, frozenset())[1]

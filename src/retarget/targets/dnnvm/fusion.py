@@ -24,7 +24,7 @@ them as one unit (lower.py):
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 
 from ...errors import TargetError
 from ...ops.quantized import ACCUMULATING_OPS
@@ -111,76 +111,183 @@ def fusion_graph(region: Region) -> FusionGraph:
 
 class GroupCosts:
     """Modelled cycles of a layer or a fused group lowered alone (the cycle model of a stream
-    with fresh DDR maps), cached by geometry: a network repeating a block pays once."""
+    with fresh DDR maps), cached by geometry: a network repeating a block pays once. `stream`
+    times several units as one stream, each reading what an earlier one wrote."""
 
     def __init__(self, cfg: DNNVMConfig):
         self.cfg = cfg
         self._cache: dict[tuple, int | None] = {}
 
     def __call__(self, g: FusionGraph, members: tuple[int, ...]) -> int | None:
-        verts = [g.vertices[v] for v in members]
-        kinds = tuple(v.type for v in verts)
-        if len(verts) == 1 and kinds[0] in ("input", "concat", "view"):
+        unit = _Unit.of(g, members)
+        if unit.kinds in (("input",), ("concat",), ("view",)):
             return 0                                   # addressing only: no instructions
-        layers = tuple(v.attrs["layer"] for v in verts)
-        # the conv's result is the add's first operand (a) or its second (b)
-        conv_is_a = kinds[-2:] != ("conv", "add") or \
-            verts[-1].attrs["node"].inputs[0] is verts[-2].attrs["value"]
-        # two convs are a vertical pair (the second reads the first) or a horizontal one
-        chained = len(members) == 2 and members[1] in g.succ[members[0]]
-        key = (kinds, tuple(_anonymous(lay) for lay in layers), conv_is_a, chained)
+        key = unit.key
         if key not in self._cache:
-            self._cache[key] = self._time(kinds, layers, conv_is_a, chained)
+            self._cache[key] = self._timed([(unit, None)])
         return self._cache[key]
 
-    def _time(self, kinds, layers, conv_is_a: bool, chained: bool = False) -> int | None:
+    def stream(self, g: FusionGraph, units: list[tuple[int, ...]]) -> int | None:
+        """Modelled cycles of `units` (member tuples: groups or single layers) lowered as one
+        stream in the order the region's lowering would emit them, a unit reading an earlier
+        unit's output from where that one wrote it: the overlap between units (a unit's loads under the previous one's
+        compute when it does not wait for its result) that a sum of costs alone misses."""
+        ordered = [_Unit.of(g, units[k]) for k in _unit_order(g, units)]
+        made: dict[int, tuple[int, int]] = {}    # id(value) -> (unit, its output) writing it
+        wired = []
+        for k, u in enumerate(ordered):
+            wired.append((u, tuple(made.get(id(x), (-1, 0)) for x in u.inputs)))
+            for i, v in enumerate(u.written):
+                made[id(v)] = (k, i)
+        key = ("stream",) + tuple((u.key, w) for u, w in wired)
+        if key not in self._cache:
+            self._cache[key] = self._timed(wired)
+        return self._cache[key]
+
+    def _timed(self, wired) -> int | None:
+        """Lower each (unit, (unit, output) writing each of its inputs, or None / unit -1:
+        a fresh map) in order, and time the stream."""
         from .timing import simulate_timing
         ctx = Lowering(self.cfg, check=False)
+        outs: list[list] = []
         try:
-            if kinds in (("conv",), ("dense",)):
-                x = ctx.input("x", layers[0].in_shape)
-                ctx.conv(layers[0], x, [ctx.feature_map("y", layers[0].out_shape)], None, None)
-            elif kinds == ("pool",):
-                lay = layers[0]
-                ctx.pool(lay, ctx.input("x", lay.in_shape), [ctx.feature_map("y", lay.out_shape)])
-            elif kinds == ("add",):
-                lay = layers[0]
-                a, b = ctx.input("a", lay.shape), ctx.input("b", lay.shape)
-                ctx.add(lay, a, b, [ctx.feature_map("y", lay.shape)])
-            elif kinds == ("requant",):
-                lay = layers[0]
-                ctx.requantize(lay, ctx.input("x", lay.shape), [ctx.feature_map("y", lay.shape)])
-            elif kinds == ("conv", "pool"):
-                conv, pool = layers
-                ctx.conv_pool(conv, ctx.input("x", conv.in_shape), None, None, pool,
-                              [ctx.feature_map("y", pool.out_shape)])
-            elif kinds == ("conv", "add"):
-                conv, add = layers
-                ctx.conv_add(conv, ctx.input("x", conv.in_shape), None, None, add,
-                             ctx.input("r", add.shape), conv_is_a,
-                             [ctx.feature_map("y", add.shape)])
-            elif kinds == ("conv", "conv") and chained:
-                l1, l2 = layers
-                ctx.conv_conv(l1, ctx.input("x", l1.in_shape), None, None, l2, None, None,
-                              [ctx.feature_map("y", l2.out_shape)])
-            elif kinds == ("conv", "conv", "add"):
-                l1, l2, add = layers
-                ctx.conv_conv(l1, ctx.input("x", l1.in_shape), None, None, l2, None, None,
-                              [ctx.feature_map("y", add.shape)], add=add,
-                              other=ctx.input("r", add.shape), conv_is_a=conv_is_a)
-            elif set(kinds) == {"conv"}:
-                x = ctx.input("x", layers[0].in_shape)
-                ctx.conv_group([ConvHead(lay, (ctx.feature_map(f"y{k}", lay.out_shape),))
-                                for k, lay in enumerate(layers)], x)
-            else:
-                return None               # dense layers and anything else: not modelled alone
+            for k, (u, producers) in enumerate(wired):
+                if not u.layers:          # addressing (an input, a concat): no instructions
+                    outs.append([])
+                    continue
+                ins = [ctx.input(f"x{k}.{i}", shape) if p is None or p[0] < 0
+                       else outs[p[0]][p[1]]
+                       for i, (p, shape) in enumerate(zip(producers or [None] * len(u.inputs),
+                                                          u.in_shapes))]
+                outs.append([ctx.feature_map(f"y{k}.{i}", shape)
+                             for i, shape in enumerate(u.out_shapes)])
+                if not u.emit(ctx, ins, outs[-1]):
+                    return None           # dense layers and anything else: not modelled
         except TargetError:
             return None                   # the group does not fit the buffers
         return simulate_timing(ctx.finish()).total_cycles
 
 
+def _unit_order(g: FusionGraph, units: list[tuple[int, ...]]) -> list[int]:
+    """Units in the order lower_region emits them: a unit after every unit it reads from,
+    ties to the one whose first layer comes first in the region (vertex order)."""
+    unit_of = {v: k for k, m in enumerate(units) for v in m}
+    deps = [{unit_of[p] for v in m for p in g.pred[v] if p in unit_of} - {k}
+            for k, m in enumerate(units)]
+    order: list[int] = []
+    done: set[int] = set()
+    while len(order) < len(units):
+        k = min((k for k in range(len(units)) if k not in done and deps[k] <= done),
+                key=lambda k: min(units[k]))
+        order.append(k)
+        done.add(k)
+    return order
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One group or layer of a fusion graph as the lowering sees it: kinds, layers, the values
+    it reads (in the order its lowering takes them) and the values it writes."""
+    kinds: tuple[str, ...]
+    layers: tuple
+    inputs: tuple
+    values: tuple
+    conv_is_a: bool
+    chained: bool
+
+    @staticmethod
+    def of(g: FusionGraph, members: tuple[int, ...]) -> "_Unit":
+        verts = [g.vertices[v] for v in members]
+        kinds = tuple(v.type for v in verts)
+        if kinds[0] in ("input", "concat", "view"):
+            return _Unit(kinds, (), (), (), True, False)
+        layers = tuple(v.attrs["layer"] for v in verts)
+        nodes = [v.attrs["node"] for v in verts]
+        # the conv's result is the add's first operand (a) or its second (b)
+        conv_is_a = kinds[-2:] != ("conv", "add") or \
+            nodes[-1].inputs[0] is verts[-2].attrs["value"]
+        # two convs are a vertical pair (the second reads the first) or a horizontal one
+        chained = len(members) == 2 and members[1] in g.succ[members[0]]
+        if kinds == ("add",):
+            inputs = tuple(nodes[0].inputs[:2])
+        elif kinds[-1] == "add":                  # the add's operand the group does not make
+            other = nodes[-1].inputs[1] if conv_is_a else nodes[-1].inputs[0]
+            inputs = (nodes[0].inputs[0], other)
+        else:
+            inputs = (nodes[0].inputs[0],)
+        values = tuple(v.attrs["value"] for v in verts)
+        return _Unit(kinds, layers, inputs, values, conv_is_a, chained)
+
+    @property
+    def key(self) -> tuple:
+        return (self.kinds, tuple(_anonymous(lay) for lay in self.layers), self.conv_is_a,
+                self.chained)
+
+    @property
+    def in_shapes(self) -> list[tuple[int, ...]]:
+        first = self.layers[0]
+        if self.kinds == ("add",):
+            return [first.shape, first.shape]
+        shape = first.shape if self.kinds[0] in ("add", "requant") else first.in_shape
+        return [shape] + ([self.layers[-1].shape] if len(self.inputs) > 1 else [])
+
+    @property
+    def horizontal(self) -> bool:
+        return len(self.kinds) > 1 and set(self.kinds) == {"conv"} and not self.chained
+
+    @property
+    def written(self) -> tuple:
+        """The values the unit writes to DDR: each head's of a horizontal group, else the last
+        member's (a group keeps the others on chip)."""
+        return self.values if self.horizontal else self.values[-1:]
+
+    @property
+    def out_shapes(self) -> list[tuple[int, ...]]:
+        """Shapes of `written`."""
+        if self.horizontal:
+            return [lay.out_shape for lay in self.layers]
+        last = self.layers[-1]
+        return [last.shape if self.kinds[-1] in ("add", "requant") else last.out_shape]
+
+    def emit(self, ctx: Lowering, ins: list, outs: list) -> bool:
+        """Lower the unit (no weights: timing only); False when it has no lowering."""
+        kinds, layers = self.kinds, self.layers
+        if kinds in (("conv",), ("dense",)):
+            ctx.conv(layers[0], ins[0], outs, None, None)
+        elif kinds == ("pool",):
+            ctx.pool(layers[0], ins[0], outs)
+        elif kinds == ("add",):
+            ctx.add(layers[0], ins[0], ins[1], outs)
+        elif kinds == ("requant",):
+            ctx.requantize(layers[0], ins[0], outs)
+        elif kinds == ("conv", "pool"):
+            ctx.conv_pool(layers[0], ins[0], None, None, layers[1], outs)
+        elif kinds == ("conv", "add"):
+            ctx.conv_add(layers[0], ins[0], None, None, layers[1], ins[1], self.conv_is_a, outs)
+        elif kinds == ("conv", "conv") and self.chained:
+            ctx.conv_conv(layers[0], ins[0], None, None, layers[1], None, None, outs)
+        elif kinds == ("conv", "conv", "add"):
+            ctx.conv_conv(layers[0], ins[0], None, None, layers[1], None, None, outs,
+                          add=layers[2], other=ins[1], conv_is_a=self.conv_is_a)
+        elif self.horizontal:
+            ctx.conv_group([ConvHead(lay, (y,)) for lay, y in zip(layers, outs)], ins[0])
+        else:
+            return False
+        return True
+
+
+# Fields that change what a layer computes but not how long it takes: the cost caches key on
+# geometry without them, so the blocks of a network that differ only in their quantisation
+# scales are lowered and timed once.
+_TIMING_FREE = frozenset({"name", "requant", "shift", "shift_a", "shift_b", "out_shift", "lo",
+                          "hi"})
+
+
 def _anonymous(layer):
-    return None if layer is None else replace(layer, name="")
+    if layer is None:
+        return None
+    return replace(layer, **{f.name: "" if f.name == "name" else f.default
+                             for f in fields(layer) if f.name in _TIMING_FREE})
 
 
 __all__ = ["GroupCosts", "TEMPLATES", "fusion_graph"]

@@ -76,6 +76,11 @@ class DNNVMTarget(Target):
     def fusion_cost(self, graph, members: tuple[int, ...]) -> int | None:
         return self._group_costs(graph, members)
 
+    has_stream_cost = True
+
+    def fusion_stream_cost(self, graph, units: list[tuple[int, ...]]) -> int | None:
+        return self._group_costs.stream(graph, units)
+
     def make_device(self):
         from .device import DNNVMDevice
         return DNNVMDevice(self.config, memory_bytes=min(DEVICE_MEMORY, self.config.dram_bytes))
