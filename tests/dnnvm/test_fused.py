@@ -5,6 +5,7 @@ import pytest
 
 from retarget.targets.accel.layers import Conv2d, Pool2d, Requant, ResidualAdd
 from retarget.targets.accel.reference import conv2d, pool2d, residual_add
+from retarget.targets.dnnvm.config import PRESETS
 from retarget.targets.dnnvm.lower import ConvHead
 
 from .conftest import run_lowered
@@ -79,6 +80,59 @@ def test_horizontal_convs_load_their_input_once(preset):
     _, _, alone = run_lowered(preset, separate, {"x": x}, (1, 19, 7, 7))
     assert counters.load_bytes["in"] <= alone.load_bytes["in"]
 
+
+
+@pytest.mark.parametrize("shape,kernel,pads", [((1, 8, 7, 7), (3, 3), (1, 1, 1, 1)),
+                                               ((1, 40, 12, 9), (5, 5), (2, 2, 2, 2)),
+                                               ((2, 20, 6, 5), (3, 3), (0, 0, 2, 2))])
+def test_convs_and_a_pool_share_their_input_tiles(preset, shape, kernel, pads):
+    """An Inception module's branches: 1x1 convs and a stride-1 pool keeping the map's size
+    read one input; bit-exact, the input loaded once, the pool's halo rows with the convs'
+    rows (tiles, chunks and bands of rows that the small preset forces included)."""
+    rng = np.random.default_rng(5)
+    c = shape[1]
+    heads = [conv_case(f"c{i}", shape, oc, (1, 1), seed=i) for i, oc in enumerate((6, 4, 9))]
+    pool = Pool2d("p", "max", shape, kernel, (1, 1), pads)
+    assert pool.out_shape == shape
+    x = rng.integers(-128, 128, shape).astype(np.int8)
+    want = np.concatenate([conv2d(layer, x, w, b) for layer, w, b in heads]
+                          + [pool2d(pool, x)], axis=1)
+    split = [(0, 6), (6, 4), (10, 9), (19, c)]
+
+    def build(ctx, m, out):
+        outs = [out.channels(c0, n) for c0, n in split]
+        ctx.conv_pool_group([ConvHead(layer, (o,), w, b)
+                             for (layer, w, b), o in zip(heads, outs)], pool, [outs[-1]], m["x"])
+
+    got, program, counters = run_lowered(preset, build, {"x": x}, (shape[0], 19 + c)
+                                         + shape[2:])
+    np.testing.assert_array_equal(got, want)
+    assert [name for name, _, _ in program.layers] == ["c0 + c1 + c2 + p"]
+
+    def separate(ctx, m, out):
+        for (layer, w, b), o in zip(heads, [out.channels(c0, n) for c0, n in split]):
+            ctx.conv(layer, m["x"], [o], w, b)
+        ctx.pool(pool, m["x"], [out.channels(19, c)])
+
+    _, _, alone = run_lowered(preset, separate, {"x": x}, (shape[0], 19 + c) + shape[2:])
+    assert counters.load_bytes["in"] < alone.load_bytes["in"]
+
+
+def test_a_pool_group_refuses_what_cannot_share_tiles():
+    from retarget.errors import TargetError
+    from retarget.targets.dnnvm.lower import Lowering
+    layer, w, b = conv_case("c", (1, 8, 7, 7), 4, (3, 3), pads=(1, 1, 1, 1))
+    pool = Pool2d("p", "max", (1, 8, 7, 7), (3, 3), (1, 1), (1, 1, 1, 1))
+    ctx = Lowering(PRESETS["zu2"])
+    x = ctx.input("x", (1, 8, 7, 7))
+    with pytest.raises(TargetError, match="'c' \\+ pool 'p': the convs are not dense 1x1"):
+        ctx.conv_pool_group([ConvHead(layer, (ctx.feature_map("y", layer.out_shape),), w, b)],
+                            pool, [ctx.feature_map("p", pool.out_shape)], x)
+    strided = Pool2d("p", "max", (1, 8, 7, 7), (3, 3), (2, 2), (1, 1, 1, 1))
+    one, w1, b1 = conv_case("c", (1, 8, 7, 7), 4, (1, 1))
+    with pytest.raises(TargetError, match="does not keep the map's size at stride 1"):
+        ctx.conv_pool_group([ConvHead(one, (ctx.feature_map("y2", one.out_shape),), w1, b1)],
+                            strided, [ctx.feature_map("p2", strided.out_shape)], x)
 
 def test_compile_fusion_choices_and_report():
     import retarget

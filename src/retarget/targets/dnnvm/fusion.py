@@ -32,7 +32,7 @@ from ..accel.graph_layers import region_requantize_map
 from ..base import Region
 from ..fusion import FusionGraph, Template, Vertex
 from .config import DNNVMConfig
-from .lower import ConvHead, Lowering, conv_conv_ok
+from .lower import ConvHead, Lowering, conv_conv_ok, pool_group_ok
 from .region import layer_of
 
 
@@ -55,6 +55,18 @@ def _chainable(g: FusionGraph, mapping: tuple[int, ...]) -> bool:
     return conv_conv_ok(l1, l2) is None
 
 
+def _conv_or_pool(g: FusionGraph, t: int, v: int) -> bool:
+    return g.vertices[v].type == "pool" or _dense(g, t, v)
+
+
+def _shares_pool_tiles(g: FusionGraph, mapping: tuple[int, ...]) -> bool:
+    """The convs of a horizontal group with a pool read the input pixel by pixel (1x1) and
+    the pool keeps its size: their tiles are the same rows (lower.pool_group_ok)."""
+    pool = g.vertices[mapping[-1]].attrs["layer"]
+    return all(pool_group_ok(g.vertices[v].attrs["layer"], pool) is None
+               for v in mapping[1:-1])
+
+
 def _same_window(g: FusionGraph, mapping: tuple[int, ...]) -> bool:
     keys = {(lay.in_shape, lay.kernel, lay.stride, lay.pads)
             for lay in (g.vertices[v].attrs["layer"] for v in mapping[1:])}
@@ -62,6 +74,11 @@ def _same_window(g: FusionGraph, mapping: tuple[int, ...]) -> bool:
 
 
 TEMPLATES = (
+    # an Inception module's four branches: 1x1 convs and a same-size pool on one input
+    Template("horizontal3_pool", ("*", "conv", "conv", "conv", "pool"),
+             ((0, 1), (0, 2), (0, 3), (0, 4)), (1, 2, 3, 4), _conv_or_pool, _shares_pool_tiles),
+    Template("horizontal2_pool", ("*", "conv", "conv", "pool"), ((0, 1), (0, 2), (0, 3)),
+             (1, 2, 3), _conv_or_pool, _shares_pool_tiles),
     Template("conv_pool", ("conv", "pool"), ((0, 1),), (0, 1), _one_consumer),
     Template("conv_add", ("conv", "add"), ((0, 1),), (0, 1), _one_consumer),
     Template("horizontal3", ("*", "conv", "conv", "conv"), ((0, 1), (0, 2), (0, 3)),
@@ -236,15 +253,21 @@ class _Unit:
         return len(self.kinds) > 1 and set(self.kinds) == {"conv"} and not self.chained
 
     @property
+    def pool_group(self) -> bool:
+        """Horizontal convs with a pool on the same input (never a vertical conv -> pool)."""
+        return len(self.kinds) > 2 and self.kinds[-1] == "pool" and \
+            set(self.kinds[:-1]) == {"conv"}
+
+    @property
     def written(self) -> tuple:
-        """The values the unit writes to DDR: each head's of a horizontal group, else the last
-        member's (a group keeps the others on chip)."""
-        return self.values if self.horizontal else self.values[-1:]
+        """The values the unit writes to DDR: each member's of a horizontal group, else the
+        last member's (a group keeps the others on chip)."""
+        return self.values if self.horizontal or self.pool_group else self.values[-1:]
 
     @property
     def out_shapes(self) -> list[tuple[int, ...]]:
         """Shapes of `written`."""
-        if self.horizontal:
+        if self.horizontal or self.pool_group:
             return [lay.out_shape for lay in self.layers]
         last = self.layers[-1]
         return [last.shape if self.kinds[-1] in ("add", "requant") else last.out_shape]
@@ -269,6 +292,9 @@ class _Unit:
         elif kinds == ("conv", "conv", "add"):
             ctx.conv_conv(layers[0], ins[0], None, None, layers[1], None, None, outs,
                           add=layers[2], other=ins[1], conv_is_a=self.conv_is_a)
+        elif self.pool_group:
+            ctx.conv_pool_group([ConvHead(lay, (y,)) for lay, y in zip(layers[:-1], outs)],
+                                layers[-1], outs[-1:], ins[0])
         elif self.horizontal:
             ctx.conv_group([ConvHead(lay, (y,)) for lay, y in zip(layers, outs)], ins[0])
         else:

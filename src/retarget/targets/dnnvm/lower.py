@@ -241,9 +241,12 @@ def conv_estimate(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> float:
     load_bytes = in_loads * in_tile + w_loads * w_tile + b_loads * 4 * t.toc
     out_bytes = n * oh * ow * oc
     per = c.insn_overhead + c.ddr_latency
-    steps = (-(-t.th // c.h_p) * t.tw * c.window_steps(kh, kw, min(t.tic, ic), dw)
-             * -(-t.toc // c.oc_p))
-    conv = _conv_count(layer, t) * (steps * c.step_cycles + c.conv_pipeline + c.insn_overhead)
+    # every input-channel chunk of a tile (the last may be narrower: channel augmentation)
+    window = c.window_steps(kh, kw, 1, True) if dw else sum(
+        c.window_steps(kh, kw, min(t.tic, ic - c0)) for c0 in range(0, ic, t.tic))
+    steps = -(-t.th // c.h_p) * t.tw * window * -(-t.toc // c.oc_p)
+    conv = (_conv_count(layer, t) * (c.conv_pipeline + c.insn_overhead)
+            + tiles * steps * c.step_cycles)
     load = (in_loads + w_loads + b_loads) * per + load_bytes / c.ddr_bytes_per_cycle
     save = tiles * per + out_bytes / c.ddr_bytes_per_cycle
     port = (load_bytes + out_bytes) / c.ddr_bytes_per_cycle
@@ -370,6 +373,93 @@ def conv_pool_tile(layer: Conv2d, pool: Pool2d, cfg: DNNVMConfig) -> ConvTile:
         raise TargetError(f"{layer.op} '{layer.name}' + pool '{pool.name}': no fused tile "
                           f"fits config {cfg.name!r}: {conv_fit(layer, cand, cfg, extra=1)}")
     return best[1]
+
+
+def pool_group_ok(layer: Conv2d, pool: Pool2d) -> str | None:
+    """Why horizontally fused convs (merged as `layer`) and a pool reading the same input
+    cannot share its tiles, or None: the convs 1x1, stride 1, unpadded (each output pixel is
+    its input pixel) and the pool stride 1, keeping the map's size (so the conv's and the
+    pool's output rows are the same input rows, the pool's also reading a halo)."""
+    if (layer.kernel, layer.stride, layer.pads, layer.groups) != ((1, 1), (1, 1), (0,) * 4, 1):
+        return "the convs are not dense 1x1 stride-1 unpadded convolutions"
+    if pool.stride != (1, 1) or pool.out_hw != layer.out_hw or pool.in_shape != layer.in_shape:
+        return "the pool does not keep the map's size at stride 1"
+    return None
+
+
+def pool_group_fit(layer: Conv2d, pool: Pool2d, t: ConvTile, cfg: DNNVMConfig) -> str | None:
+    """conv_fit for the convs of a group sharing tiles with a pool (t spans the map's width),
+    plus the pool's halo rows in the input slot and its int8 result in an output slot."""
+    why = conv_fit(layer, t, cfg)
+    if why:
+        return why
+    h = layer.in_shape[2]
+    rows = min(t.th + pool.kernel[0] - 1, h)
+    if rows * t.tw * t.tic > cfg.inp_slot:
+        return (f"input buffer: {rows} rows (the pool's halo included) x {t.tw} x {t.tic} need "
+                f"{rows * t.tw * t.tic} B, a slot holds {cfg.inp_slot} B")
+    half = cfg.out_buf_bytes // 4
+    if t.th * t.tw * t.toc * 4 > half:
+        return (f"output buffer: {t.th}x{t.tw}x{t.toc} int32 accumulators need "
+                f"{t.th * t.tw * t.toc * 4} B, half a slot (the pool has the other) holds "
+                f"{half} B")
+    if t.tw * t.tic > half:
+        return (f"output buffer: a pooled row of {t.tw}x{t.tic} needs {t.tw * t.tic} B, half "
+                f"a slot (the convs have the other) holds {half} B")
+    return None
+
+
+_PG_CHOICES: ChoiceCache[ConvTile] = ChoiceCache()
+PG_JUDGED = 3          # the candidates of fewest estimated DDR bytes timed by the full model
+
+
+def choose_pool_group_tile(heads: list["ConvHead"], pool: Pool2d,
+                           cfg: DNNVMConfig) -> ConvTile:
+    """The tile of a conv group with a pool: whole map rows (the pool's side columns are its
+    padding), as many rows and input channels as fit; the few candidates moving the fewest
+    DDR bytes (inputs reloaded when more than two chunks, weights once per row band) are
+    lowered and timed, the fastest kept. TargetError when none fits."""
+    layer = _merged(heads)
+    key = (tuple(_anonymous_head(h) for h in heads), pool.in_shape, pool.kernel, pool.pads, cfg)
+    hit = _PG_CHOICES.get(key)
+    if hit is not None:
+        return hit
+    oh, ow = layer.out_hw
+    ic = layer.in_shape[1]
+    oc = max(h.layer.out_channels for h in heads)
+    cands = [ConvTile(th, ow, toc, tic, "spatial") for th in _ladder(cfg.h_p, oh)
+             for tic in _ladder(cfg.ic_p, ic) for toc in _ladder(cfg.oc_p, oc)]
+    fits = [t for t in cands if pool_group_fit(layer, pool, t, cfg) is None]
+    if not fits:
+        t = ConvTile(min(cfg.h_p, oh), ow, min(cfg.oc_p, oc), min(cfg.ic_p, ic), "spatial")
+        raise TargetError(f"conv group '{layer.name}' + pool '{pool.name}': no tile spanning "
+                          f"the map's width fits config {cfg.name!r}: "
+                          f"{pool_group_fit(layer, pool, t, cfg)}")
+
+    def ddr_bytes(t: ConvTile) -> float:
+        bands, nic = -(-oh // t.th), -(-ic // t.tic)
+        blocks = sum(-(-h.layer.out_channels // t.toc) for h in heads)
+        rows = min(t.th + pool.kernel[0] - 1, layer.in_shape[2])
+        reloads = 1 if nic <= 2 else 1 + blocks
+        return bands * (reloads * rows * ow * ic + layer.out_channels * ic)
+
+    ranked = rank(fits, lambda t: (ddr_bytes(t), -t.toc), keep=PG_JUDGED)
+    best = judge(ranked, time=lambda t: _time_pool_group(heads, pool, t, cfg))
+    return _PG_CHOICES.put(key, best[1])
+
+
+def _anonymous_head(h: "ConvHead"):
+    return (h.layer.in_shape, h.layer.out_channels)
+
+
+def _time_pool_group(heads, pool: Pool2d, t: ConvTile, cfg: DNNVMConfig) -> int:
+    from .timing import simulate_timing
+    ctx = Lowering(cfg, check=False)
+    x = ctx.input("x", heads[0].layer.in_shape)
+    timed = [ConvHead(h.layer, (ctx.feature_map(f"y{k}", h.layer.out_shape),))
+             for k, h in enumerate(heads)]
+    ctx.conv_pool_group(timed, pool, [ctx.feature_map("p", pool.out_shape)], x, tile=t)
+    return simulate_timing(ctx.finish()).total_cycles
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,15 +695,17 @@ def conv_conv_estimate(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig
     no2 = -(-c2 // t.toc2)
     per = c.insn_overhead + c.ddr_latency
     insn = c.insn_overhead + c.conv_pipeline
+    # the first conv's steps over all its input-channel chunks (the last may be narrower)
+    window1 = c.window_steps(kh1, kw1, 1, True) if dw1 else sum(
+        c.window_steps(kh1, kw1, min(t.tic1, ic1 - c0)) for c0 in range(0, ic1, t.tic1))
     conv = load_b = 0.0
     loads = 0
     for y0 in range(0, oh, t.th):
         for x0 in range(0, ow, t.tw):
             th, tw = min(t.th, oh - y0), min(t.tw, ow - x0)
             (_, rows, _, _), (_, cols, _, _) = _mid_extent(l2, y0, th, x0, tw)
-            s1 = (-(-rows // c.h_p) * cols * c.window_steps(kh1, kw1, min(t.tic1, ic1), dw1)
-                  * -(-t.tmid // c.oc_p))
-            conv += nmid * nic1 * (s1 * c.step_cycles + insn)
+            s1 = -(-rows // c.h_p) * cols * window1 * -(-t.tmid // c.oc_p)
+            conv += nmid * (s1 * c.step_cycles + nic1 * insn)
             s2 = (-(-th // c.h_p) * tw * c.window_steps(kh2, kw2, min(t.tmid, c1))
                   * -(-t.toc2 // c.oc_p))
             conv += no2 * nmid * (s2 * c.step_cycles + insn)
@@ -723,6 +815,66 @@ class _Resident:
             ring.keys = [None, None]
 
 
+@dataclass(frozen=True, slots=True)
+class _PoolBand:
+    """Pooled rows [y0, y0+rows) of channels [c0, c0+cc) of image n, read from in_rows input
+    rows at in_addr (the chunk in IN slot in_slot, loaded under in_key) with pad_top /
+    pad_bottom rows of padding at the map's edges."""
+    in_key: tuple
+    in_addr: int
+    in_slot: int
+    n: int
+    y0: int
+    rows: int
+    in_rows: int
+    pad_top: int
+    pad_bottom: int
+    c0: int
+    cc: int
+
+
+class _PoolBands:
+    """The pool of a conv group with a pool: its bands of rows, each as many as half an
+    output slot holds (the convs' accumulators have the other half), alternating between the
+    two slots' upper halves, tracked apart from the slots (folded back at the end)."""
+
+    def __init__(self, pool: Pool2d, cfg: DNNVMConfig, height: int, width: int):
+        self.pool, self.height, self.width = pool, height, width
+        self.half = cfg.out_buf_bytes // 4
+        self.lanes = cfg.pool_lanes
+        self._slot = 0
+        self._claimed: set[int] = set()
+
+    def work(self, band: _PoolBand) -> int:
+        """POOL cycles of a band (timing.insn_cost's)."""
+        kh, kw = self.pool.kernel
+        return -(-band.rows * self.width * band.cc * kh * kw // self.lanes)
+
+    def of(self, in_key, addr: int, slot: int, n: int, y0: int, th: int, ry: int, c0: int,
+           cc: int) -> list[_PoolBand]:
+        """The bands of a chunk loaded at `addr` holding input rows from `ry`."""
+        kh, pt = self.pool.kernel[0], self.pool.pads[0]
+        step = min(th, self.half // (self.width * cc))
+        out = []
+        for b0 in range(y0, y0 + th, step):
+            rows = min(step, y0 + th - b0)
+            by, nby, zt, zb = _in_extent(b0, rows, 1, kh, pt, self.height)
+            out.append(_PoolBand(in_key, addr + (by - ry) * self.width * cc, slot, n, b0, rows,
+                                 nby, zt, zb, c0, cc))
+        return out
+
+    def next_slot(self, hz: Hazards) -> int:
+        s, self._slot = self._slot, self._slot ^ 1
+        if s not in self._claimed:        # the first use waits for what earlier layers left
+            self._claimed.add(s)
+            hz.write((Buf.OUT, s), POOL_E)
+        return s
+
+    def close(self, hz: Hazards) -> None:
+        for s in self._claimed:
+            hz.fold((Buf.OUT, s, "pooled"), (Buf.OUT, s))
+
+
 class Lowering:
     """Builds one dnnvm Program: DDR feature maps and constants, then layers in order."""
 
@@ -792,15 +944,17 @@ class Lowering:
 
     def _save(self, out_slot: int, outs: list[FeatureMap], n: int, y0: int, rows: int,
               x0: int, cols: int, c0: int, cc: int, offset: int = 0,
-              region=None) -> None:
-        """SAVE a tile to each of `outs`; `region`: also a reader of that part of the slot."""
+              region=None, key=None) -> None:
+        """SAVE a tile to each of `outs`; `region`: also a reader of that part of the slot;
+        `key`: the part of the slot it reads when tracked apart (default the whole slot)."""
         addr = self.rings[Buf.OUT].addr(out_slot) + offset
+        key = key or (Buf.OUT, out_slot)
         for y in outs:
-            self.hz.read((Buf.OUT, out_slot), SAVE_E)
+            self.hz.read(key, SAVE_E)
             i = self.b.emit(Save(sram_addr=addr, ddr_addr=y.addr + n * y.image + y0 * y.row
                                  + x0 * y.pixel + c0, rows=rows, cols=cols, vec_bytes=cc,
                                  ddr_row_stride=y.row, ddr_col_stride=y.pixel))
-            self.hz.did_read((Buf.OUT, out_slot), i)
+            self.hz.did_read(key, i)
             if region is not None:
                 self.hz.did_read(region, i)
             self.hz.did_write(("ddr", y.buffer), i)
@@ -847,6 +1001,104 @@ class Lowering:
             self._save(out_slot, h.outs, n, y0, th, x0, tw, o0, toc)
         self.b.end_layer()
         return t
+
+    def conv_pool_group(self, heads: list["ConvHead"], pool: Pool2d,
+                        pool_outs: list[FeatureMap], x: FeatureMap,
+                        tile: ConvTile | None = None) -> ConvTile:
+        """Convolutions and a pooling reading one input (an Inception module's branches), each
+        tile of the input loaded once for all of them: tiles span the map's width, the pool's
+        halo rows loaded with the convs' rows and its side columns the POOL's padding; the
+        POOL engine pools a chunk of channels while the CONV engine convolves it. Each
+        output slot is split: the convs' accumulators in its lower half, pooled tiles in its
+        upper half, tracked apart so neither waits for the other's SAVE. Requires
+        pool_group_ok (1x1 convs, a size-keeping stride-1 pool)."""
+        layer = _merged(heads)
+        why = pool_group_ok(layer, pool)
+        if why:
+            raise TargetError(f"conv group '{layer.name}' + pool '{pool.name}': {why}")
+        t = tile or choose_pool_group_tile(heads, pool, self.cfg)
+        why = pool_group_fit(layer, pool, t, self.cfg)
+        if why:
+            raise TargetError(f"conv group '{layer.name}' + pool '{pool.name}': tile {t} does "
+                              f"not fit config {self.cfg.name!r}: {why}")
+        uid = self._layer_uid()
+        consts = [self._conv_consts(h) for h in heads]
+        n_img, ic, h_in, w = layer.in_shape
+        oh = layer.out_hw[0]
+        pkh, ppt = pool.kernel[0], pool.pads[0]
+        bands = _PoolBands(pool, self.cfg, h_in, w)
+        blocks = [(k, o0) for k, h in enumerate(heads) for o0 in range(0, h.layer.out_channels,
+                                                                        t.toc)]
+        self.b.begin_layer(" + ".join([h.layer.name for h in heads] + [pool.name]))
+        for n in range(n_img):
+            for y0 in range(0, oh, t.th):
+                th = min(t.th, oh - y0)
+                ry, nry, _, _ = _in_extent(y0, th, 1, pkh, ppt, h_in)
+                pending: list[tuple] = []           # pool bands of chunks loaded, not emitted
+                pooled: set[int] = set()
+
+                def tile_of(c0: int, cc: int, n=n, y0=y0, th=th, ry=ry, nry=nry,
+                            pending=pending, pooled=pooled):
+                    """The rows [ry, ry+nry) of channels [c0, c0+cc); the convs read rows
+                    [y0, y0+th) of them; the first time, their pool bands are queued (and
+                    the bands of a chunk this load evicts are emitted first)."""
+                    key = (uid, n, y0, c0, cc)
+                    ring = self.rings[Buf.IN]
+                    if key not in ring.keys:
+                        victim = ring.keys[ring.next]
+                        for band in [b for b in pending if b.in_key == victim]:
+                            pending.remove(band)
+                            self._pool_band(band, pool_outs, bands)
+                    addr, slot = self._load_tile(x, key, n, ry, nry, 0, w, c0, cc)
+                    if c0 not in pooled:
+                        pooled.add(c0)
+                        pending.extend(bands.of(key, addr, slot, n, y0, th, ry, c0, cc))
+                    return addr + (y0 - ry) * w * cc, slot, th, w
+
+                # The SAVE engine runs in order: a conv tile's save queued behind a pool band
+                # not yet pooled holds the tile's slot, and the CONV engine with it. So each
+                # band goes into the stream after the conv blocks whose work (in PE-array
+                # cycles) adds up to the pool work (POOL cycles) up to and including it.
+                conv_work = pool_work = 0
+                for k, o0 in blocks:
+                    h = heads[k]
+                    toc = min(t.toc, h.layer.out_channels - o0)
+                    out_slot = self._out_slot()
+                    self._conv_block(h.layer, consts[k], x, uid, n, y0, th, 0, w, o0, toc,
+                                     t.tic, out_slot, tile_of=tile_of)
+                    self._save(out_slot, h.outs, n, y0, th, 0, w, o0, toc)
+                    conv_work += (-(-th // self.cfg.h_p) * w * -(-toc // self.cfg.oc_p)
+                                  * sum(self.cfg.window_steps(1, 1, min(t.tic, ic - c))
+                                        for c in range(0, ic, t.tic)) * self.cfg.step_cycles)
+                    while pending and pool_work + bands.work(pending[0]) <= conv_work:
+                        pool_work += bands.work(pending[0])
+                        self._pool_band(pending.pop(0), pool_outs, bands)
+                for band in pending:
+                    self._pool_band(band, pool_outs, bands)
+        bands.close(self.hz)
+        self.b.end_layer()
+        return t
+
+    def _pool_band(self, band: "_PoolBand", pool_outs, bands: "_PoolBands") -> None:
+        """POOL one band of pooled rows from its chunk in the IN slot into the upper half of
+        an output slot, and SAVE it."""
+        p, w, cc = bands.pool, bands.width, band.cc
+        ps = bands.next_slot(self.hz)
+        part = (Buf.OUT, ps, "pooled")
+        kind = 0 if p.kind == "max" else 1
+        insn = Pool(in_buf=int(Buf.IN), in_addr=band.in_addr, kind=kind,
+                    out_addr=self.rings[Buf.OUT].addr(ps) + bands.half, kh=p.kernel[0],
+                    kw=p.kernel[1], sh=1, sw=1, in_h=band.in_rows, in_w=w, channels=cc,
+                    out_h=band.rows, out_w=w, shift=p.shift if kind else 0, lo=p.lo, hi=p.hi,
+                    pad_top=band.pad_top, pad_bottom=band.pad_bottom, pad_left=p.pads[1],
+                    pad_right=p.pads[3], pad_value=-128 if kind == 0 else 0)
+        self.hz.write(part, POOL_E)
+        self.hz.read((Buf.IN, band.in_slot), POOL_E)
+        i = self.b.emit(insn)
+        self.hz.did_read((Buf.IN, band.in_slot), i)
+        self.hz.did_write(part, i)
+        self._save(ps, pool_outs, band.n, band.y0, band.rows, 0, w, band.c0, cc,
+                   offset=bands.half, key=part)
 
     def conv_add(self, layer: Conv2d, x: FeatureMap, weight, bias, add: ResidualAdd,
                  other: FeatureMap, conv_is_a: bool, outs: list[FeatureMap],
@@ -1126,12 +1378,14 @@ class Lowering:
     def _conv_block(self, layer: Conv2d, consts: tuple[int, int], x: FeatureMap, uid: int,
                     n: int, y0: int, th: int, x0: int, tw: int, o0: int, toc: int, tic: int,
                     out_slot: int, out_addr: int | None = None, res: "_Resident | None" = None,
-                    claim: bool = True) -> None:
+                    claim: bool = True, tile_of=None) -> None:
         """Loads and CONVs computing output rows [y0, y0+th), columns [x0, x0+tw), channels
         [o0, o0+toc) of `layer` as int8 at the start of `out_slot` (input-channel chunks of
         `tic` accumulate in int32 there first). A fused conv -> conv passes `out_addr` (where
         in the slot), `res` (its weights and biases stay resident) and `claim` (only the first
-        CONV of a tile waits for the slot's previous readers)."""
+        CONV of a tile waits for the slot's previous readers). `tile_of(c0, cc)`: (address,
+        slot, rows, columns) of an input chunk another unit of the group placed on chip, read
+        without padding, instead of a LOAD of the conv's own."""
         w_addr, b_addr = consts
         ic = layer.in_shape[1]
         kh, kw = layer.kernel
@@ -1144,9 +1398,13 @@ class Lowering:
         chunks = [(o0, toc)] if dw else [(c, min(tic, ic - c)) for c in range(0, ic, tic)]
         for k, (c0, cc) in enumerate(chunks):
             first, last = k == 0, k == len(chunks) - 1
-            in_addr, in_slot = self._load_tile(
-                x, (uid, n, y0, th, x0, tw, c0, cc), n, ry, nry, rx, nrx, c0, cc,
-                (zt, zb, zl, zr))
+            if tile_of is None:
+                in_addr, in_slot = self._load_tile(
+                    x, (uid, n, y0, th, x0, tw, c0, cc), n, ry, nry, rx, nrx, c0, cc,
+                    (zt, zb, zl, zr))
+                in_h, in_w = zt + nry + zb, zl + nrx + zr
+            else:
+                in_addr, in_slot, in_h, in_w = tile_of(c0, cc)
             w_addr_s, w_key = self._weights(layer, w_addr, o0, toc, 0 if dw else c0,
                                             1 if dw else cc, res)
             reads = [(Buf.IN, in_slot), w_key]
@@ -1157,7 +1415,7 @@ class Lowering:
             insn = Conv(in_addr=in_addr, wgt_addr=w_addr_s, bias_addr=b_addr_s,
                         out_addr=self.rings[Buf.OUT].addr(out_slot) if out_addr is None
                         else out_addr, kh=kh, kw=kw, sh=sh, sw=sw,
-                        in_h=zt + nry + zb, in_w=zl + nrx + zr, ic=cc, out_h=th, out_w=tw,
+                        in_h=in_h, in_w=in_w, ic=cc, out_h=th, out_w=tw,
                         oc=toc, shift=r.shift, lo=r.lo, hi=r.hi, first=int(first),
                         last=int(last), depthwise=int(dw))
             self._compute(insn, CONV_E, reads, out_slot, first and claim, last)

@@ -169,5 +169,11 @@ class Hazards:
         self._writer[key] = index
         self._readers[key] = []
 
+    def fold(self, part, whole) -> None:
+        """Hand `part` (a region of `whole` tracked apart for a while) back: whoever writes
+        `whole` next also waits for the reads of `part`."""
+        self._readers.setdefault(whole, []).extend(self._readers.pop(part, ()))
+        self._writer.pop(part, None)
+
 
 __all__ = ["ALIGN", "Hazards", "Program", "ProgramBuilder"]

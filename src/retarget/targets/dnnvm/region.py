@@ -134,10 +134,15 @@ def lower_region(cfg: DNNVMConfig, region: Region, groups=()):
                           other=source(add, other), conv_is_a=conv_is_a)
         elif template.startswith("horizontal"):
             heads = []
-            for m in members:
+            convs = [m for m in members if m.op in ACCUMULATING_OPS]
+            for m in convs:
                 lay, wm, bm = constants(m, x)
                 heads.append(ConvHead(lay, tuple(out_maps(m)), wm, bm))
-            ctx.conv_group(heads, x)
+            if template.endswith("_pool"):
+                pool = members[-1]
+                ctx.conv_pool_group(heads, layer_of(pool, None), out_maps(pool), x)
+            else:
+                ctx.conv_group(heads, x)
         else:
             raise TargetError(f"dnnvm: no fused lowering for template {template!r} ({name})")
         macs = sum(int(layer_of(m, fused.get(id(m))).macs) for m in members
