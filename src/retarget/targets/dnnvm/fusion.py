@@ -9,7 +9,10 @@ them as one unit (lower.py):
 - vertical: CONV -> POOL (`conv_pool`), CONV -> element-wise add (`conv_add`), each when the
   conv's result has no other consumer;
 - horizontal: two or three dense convs reading one input through the same window
-  (`horizontal2`, `horizontal3`): the input tile is loaded once for all of them.
+  (`horizontal2`, `horizontal3`): the input tile is loaded once for all of them; and two or
+  three 1x1 convs with a size-keeping stride-1 pool on the same input (`horizontal2_pool`,
+  `horizontal3_pool`: an Inception module's branches, lower.conv_pool_group), the POOL engine
+  pooling the tiles the CONV engine convolves.
 
 - vertical CONV -> CONV (`conv_conv`), the intermediate kept on chip: the first conv's only
   consumer is the second, which is dense (any kernel, stride and padding the CONV encodes);
