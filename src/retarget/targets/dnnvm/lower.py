@@ -843,7 +843,6 @@ class _PoolBands:
         self.half = cfg.out_buf_bytes // 4
         self.lanes = cfg.pool_lanes
         self._slot = 0
-        self._claimed: set[int] = set()
 
     def work(self, band: _PoolBand) -> int:
         """POOL cycles of a band (timing.insn_cost's)."""
@@ -863,15 +862,18 @@ class _PoolBands:
                                  nby, zt, zb, c0, cc))
         return out
 
-    def next_slot(self, hz: Hazards) -> int:
-        s, self._slot = self._slot, self._slot ^ 1
-        if s not in self._claimed:        # the first use waits for what earlier layers left
-            self._claimed.add(s)
+    def claim(self, hz: Hazards) -> None:
+        """Before the group's first instruction: the first POOL waits for what earlier layers
+        left in either slot (not for this group's convs, which use the lower halves)."""
+        for s in (0, 1):
             hz.write((Buf.OUT, s), POOL_E)
+
+    def next_slot(self) -> int:
+        s, self._slot = self._slot, self._slot ^ 1
         return s
 
     def close(self, hz: Hazards) -> None:
-        for s in self._claimed:
+        for s in (0, 1):
             hz.fold((Buf.OUT, s, "pooled"), (Buf.OUT, s))
 
 
@@ -1027,6 +1029,7 @@ class Lowering:
         oh = layer.out_hw[0]
         pkh, ppt = pool.kernel[0], pool.pads[0]
         bands = _PoolBands(pool, self.cfg, h_in, w)
+        bands.claim(self.hz)
         blocks = [(k, o0) for k, h in enumerate(heads) for o0 in range(0, h.layer.out_channels,
                                                                         t.toc)]
         self.b.begin_layer(" + ".join([h.layer.name for h in heads] + [pool.name]))
@@ -1083,7 +1086,7 @@ class Lowering:
         """POOL one band of pooled rows from its chunk in the IN slot into the upper half of
         an output slot, and SAVE it."""
         p, w, cc = bands.pool, bands.width, band.cc
-        ps = bands.next_slot(self.hz)
+        ps = bands.next_slot()
         part = (Buf.OUT, ps, "pooled")
         kind = 0 if p.kind == "max" else 1
         insn = Pool(in_buf=int(Buf.IN), in_addr=band.in_addr, kind=kind,
