@@ -150,8 +150,9 @@ class GroupCosts:
     def stream(self, g: FusionGraph, units: list[tuple[int, ...]]) -> int | None:
         """Modelled cycles of `units` (member tuples: groups or single layers) lowered as one
         stream in the order the region's lowering would emit them, a unit reading an earlier
-        unit's output from where that one wrote it: the overlap between units (a unit's loads under the previous one's
-        compute when it does not wait for its result) that a sum of costs alone misses."""
+        unit's output from where that one wrote it. This sees the overlap between units (a
+        unit's loads under the previous one's compute, when it does not wait for its result)
+        that a sum of costs alone misses."""
         ordered = [_Unit.of(g, units[k]) for k in _unit_order(g, units)]
         made: dict[int, tuple[int, int]] = {}    # id(value) -> (unit, its output) writing it
         wired = []

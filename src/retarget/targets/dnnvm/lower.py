@@ -817,18 +817,14 @@ class _Resident:
 
 @dataclass(frozen=True, slots=True)
 class _PoolBand:
-    """Pooled rows [y0, y0+rows) of channels [c0, c0+cc) of image n, read from in_rows input
-    rows at in_addr (the chunk in IN slot in_slot, loaded under in_key) with pad_top /
-    pad_bottom rows of padding at the map's edges."""
+    """A band of pooled rows [y0, y0+rows) of channels [c0, c0+cc) of image n: its POOL (all
+    but the output address) reading the chunk that IN slot in_slot holds under in_key."""
+    insn: Pool
     in_key: tuple
-    in_addr: int
     in_slot: int
     n: int
     y0: int
     rows: int
-    in_rows: int
-    pad_top: int
-    pad_bottom: int
     c0: int
     cc: int
 
@@ -839,28 +835,32 @@ class _PoolBands:
     two slots' upper halves, tracked apart from the slots (folded back at the end)."""
 
     def __init__(self, pool: Pool2d, cfg: DNNVMConfig, height: int, width: int):
-        self.pool, self.height, self.width = pool, height, width
+        self.pool, self.cfg, self.height, self.width = pool, cfg, height, width
         self.half = cfg.out_buf_bytes // 4
-        self.lanes = cfg.pool_lanes
         self._slot = 0
-
-    def work(self, band: _PoolBand) -> int:
-        """POOL cycles of a band (timing.insn_cost's)."""
-        kh, kw = self.pool.kernel
-        return -(-band.rows * self.width * band.cc * kh * kw // self.lanes)
 
     def of(self, in_key, addr: int, slot: int, n: int, y0: int, th: int, ry: int, c0: int,
            cc: int) -> list[_PoolBand]:
         """The bands of a chunk loaded at `addr` holding input rows from `ry`."""
-        kh, pt = self.pool.kernel[0], self.pool.pads[0]
-        step = min(th, self.half // (self.width * cc))
+        p, w = self.pool, self.width
+        kind = 0 if p.kind == "max" else 1
+        step = min(th, self.half // (w * cc))
         out = []
         for b0 in range(y0, y0 + th, step):
             rows = min(step, y0 + th - b0)
-            by, nby, zt, zb = _in_extent(b0, rows, 1, kh, pt, self.height)
-            out.append(_PoolBand(in_key, addr + (by - ry) * self.width * cc, slot, n, b0, rows,
-                                 nby, zt, zb, c0, cc))
+            by, nby, zt, zb = _in_extent(b0, rows, 1, p.kernel[0], p.pads[0], self.height)
+            insn = Pool(in_buf=int(Buf.IN), in_addr=addr + (by - ry) * w * cc, kind=kind,
+                        kh=p.kernel[0], kw=p.kernel[1], sh=1, sw=1, in_h=nby, in_w=w,
+                        channels=cc, out_h=rows, out_w=w, shift=p.shift if kind else 0,
+                        lo=p.lo, hi=p.hi, pad_top=zt, pad_bottom=zb, pad_left=p.pads[1],
+                        pad_right=p.pads[3], pad_value=-128 if kind == 0 else 0)
+            out.append(_PoolBand(insn, in_key, slot, n, b0, rows, c0, cc))
         return out
+
+    def work(self, band: _PoolBand) -> int:
+        """The band's POOL cycles, as the cycle model counts them."""
+        from .timing import insn_cost
+        return insn_cost(self.cfg, band.insn)[3]
 
     def claim(self, hz: Hazards) -> None:
         """Before the group's first instruction: the first POOL waits for what earlier layers
@@ -1025,7 +1025,8 @@ class Lowering:
                               f"not fit config {self.cfg.name!r}: {why}")
         uid = self._layer_uid()
         consts = [self._conv_consts(h) for h in heads]
-        n_img, ic, h_in, w = layer.in_shape
+        from .timing import insn_cost
+        n_img, _, h_in, w = layer.in_shape
         oh = layer.out_hw[0]
         pkh, ppt = pool.kernel[0], pool.pads[0]
         bands = _PoolBands(pool, self.cfg, h_in, w)
@@ -1037,7 +1038,7 @@ class Lowering:
             for y0 in range(0, oh, t.th):
                 th = min(t.th, oh - y0)
                 ry, nry, _, _ = _in_extent(y0, th, 1, pkh, ppt, h_in)
-                pending: list[tuple] = []           # pool bands of chunks loaded, not emitted
+                pending: list[_PoolBand] = []       # bands of chunks loaded, not emitted
                 pooled: set[int] = set()
 
                 def tile_of(c0: int, cc: int, n=n, y0=y0, th=th, ry=ry, nry=nry,
@@ -1067,12 +1068,12 @@ class Lowering:
                     h = heads[k]
                     toc = min(t.toc, h.layer.out_channels - o0)
                     out_slot = self._out_slot()
+                    first = len(self.b.insns)
                     self._conv_block(h.layer, consts[k], x, uid, n, y0, th, 0, w, o0, toc,
                                      t.tic, out_slot, tile_of=tile_of)
+                    conv_work += sum(insn_cost(self.cfg, i)[2] for i in self.b.insns[first:]
+                                     if isinstance(i, Conv))
                     self._save(out_slot, h.outs, n, y0, th, 0, w, o0, toc)
-                    conv_work += (-(-th // self.cfg.h_p) * w * -(-toc // self.cfg.oc_p)
-                                  * sum(self.cfg.window_steps(1, 1, min(t.tic, ic - c))
-                                        for c in range(0, ic, t.tic)) * self.cfg.step_cycles)
                     while pending and pool_work + bands.work(pending[0]) <= conv_work:
                         pool_work += bands.work(pending[0])
                         self._pool_band(pending.pop(0), pool_outs, bands)
@@ -1082,25 +1083,17 @@ class Lowering:
         self.b.end_layer()
         return t
 
-    def _pool_band(self, band: "_PoolBand", pool_outs, bands: "_PoolBands") -> None:
+    def _pool_band(self, band: _PoolBand, pool_outs, bands: _PoolBands) -> None:
         """POOL one band of pooled rows from its chunk in the IN slot into the upper half of
         an output slot, and SAVE it."""
-        p, w, cc = bands.pool, bands.width, band.cc
         ps = bands.next_slot()
         part = (Buf.OUT, ps, "pooled")
-        kind = 0 if p.kind == "max" else 1
-        insn = Pool(in_buf=int(Buf.IN), in_addr=band.in_addr, kind=kind,
-                    out_addr=self.rings[Buf.OUT].addr(ps) + bands.half, kh=p.kernel[0],
-                    kw=p.kernel[1], sh=1, sw=1, in_h=band.in_rows, in_w=w, channels=cc,
-                    out_h=band.rows, out_w=w, shift=p.shift if kind else 0, lo=p.lo, hi=p.hi,
-                    pad_top=band.pad_top, pad_bottom=band.pad_bottom, pad_left=p.pads[1],
-                    pad_right=p.pads[3], pad_value=-128 if kind == 0 else 0)
         self.hz.write(part, POOL_E)
         self.hz.read((Buf.IN, band.in_slot), POOL_E)
-        i = self.b.emit(insn)
+        i = self.b.emit(replace(band.insn, out_addr=self.rings[Buf.OUT].addr(ps) + bands.half))
         self.hz.did_read((Buf.IN, band.in_slot), i)
         self.hz.did_write(part, i)
-        self._save(ps, pool_outs, band.n, band.y0, band.rows, 0, w, band.c0, cc,
+        self._save(ps, pool_outs, band.n, band.y0, band.rows, 0, bands.width, band.c0, band.cc,
                    offset=bands.half, key=part)
 
     def conv_add(self, layer: Conv2d, x: FeatureMap, weight, bias, add: ResidualAdd,
