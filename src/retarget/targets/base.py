@@ -282,7 +282,8 @@ class Target:
 
     def fusion_stream_cost(self, graph, units: list[tuple[int, ...]]) -> int | None:
         """Modelled cycles of `units` (groups or single vertices of `graph`) lowered as one
-        stream in topological order; None when one of them has no lowering."""
+        stream, in the order the target's lowering emits them; None when one of them has no
+        lowering."""
         raise NotImplementedError(f"target {self.name!r} has no stream model for fusion")
 
     def make_device(self):

@@ -35,8 +35,8 @@ Cost = Callable[[tuple[int, ...]], "int | None"]
 StreamCost = Callable[[list[tuple[int, ...]]], "int | None"]
 STRATEGIES = ("none", "greedy", "optimized")
 MAX_SPECIALS = 22        # per component; beyond this the enumeration would take too long
-RERANK = 3               # a component's best additive choices the stream model re-ranks,
-RERANK_NEAR = 0.05       # those within 5 % of the best (the stream rarely moves more)
+RERANK = 3               # at most this many of a component's best additive choices are
+RERANK_NEAR = 0.05       # re-ranked by a stream model: those within 5 % of the best
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +222,11 @@ def _optimized(graph: FusionGraph, cands: dict[tuple[int, ...], str], costs: _Co
             options.append((total, picks))
         options.sort(key=lambda o: o[0])
         best = options[0][1]
-        if stream is not None and len(options) > 1:
+        near = [o for o in options[:RERANK] if o[0] <= options[0][0] * (1 + RERANK_NEAR)]
+        if stream is not None and len(near) > 1:
             span = bs + [v for c in cs for v in chains[c]]
             timed = []
-            near = [o for o in options[:RERANK] if o[0] <= options[0][0] * (1 + RERANK_NEAR)]
-            for _, picks in near if len(near) > 1 else ():
+            for _, picks in near:
                 covered = {v for m in picks for v in m}
                 t = stream(picks + [(v,) for v in span if v not in covered])
                 if t is not None:
