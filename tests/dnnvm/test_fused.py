@@ -81,7 +81,6 @@ def test_horizontal_convs_load_their_input_once(preset):
     assert counters.load_bytes["in"] <= alone.load_bytes["in"]
 
 
-
 @pytest.mark.parametrize("shape,kernel,pads", [((1, 8, 7, 7), (3, 3), (1, 1, 1, 1)),
                                                ((1, 40, 12, 9), (5, 5), (2, 2, 2, 2)),
                                                ((2, 20, 6, 5), (3, 3), (0, 0, 2, 2))])
@@ -133,6 +132,7 @@ def test_a_pool_group_refuses_what_cannot_share_tiles():
     with pytest.raises(TargetError, match="does not keep the map's size at stride 1"):
         ctx.conv_pool_group([ConvHead(one, (ctx.feature_map("y2", one.out_shape),), w1, b1)],
                             strided, [ctx.feature_map("p2", strided.out_shape)], x)
+
 
 def test_compile_fusion_choices_and_report():
     import retarget

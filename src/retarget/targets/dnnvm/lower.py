@@ -180,18 +180,10 @@ def conv_candidates(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> list[Con
     oh, _ = layer.out_hw
     oc, ic = layer.out_channels, layer.in_shape[1]
     dw = layer.groups > 1
-
-    def ladder(step: int, total: int) -> list[int]:
-        out, v = [], min(step, total)
-        while v < total:
-            out.append(v)
-            v *= 2
-        return out + [total]
-
-    tics = [oc] if dw else ladder(cfg.ic_p, ic)
+    tics = [oc] if dw else _ladder(cfg.ic_p, ic)
     out = []
-    for th in ladder(cfg.h_p, oh):
-        for toc in ladder(cfg.oc_p, oc):
+    for th in _ladder(cfg.h_p, oh):
+        for toc in _ladder(cfg.oc_p, oc):
             for tic in ([toc] if dw else tics):
                 for order in ("spatial", "oc"):
                     t = _widest(layer, cfg, th, toc, tic, order, extra)
@@ -612,6 +604,7 @@ def conv_conv_fit(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
 
 
 def _ladder(step: int, total: int) -> list[int]:
+    """step, 2*step, 4*step, ... below total, then total."""
     out, v = [], min(step, total)
     while v < total:
         out.append(v)
