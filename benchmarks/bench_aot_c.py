@@ -33,8 +33,8 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.report.table import format_table
-from retarget.runtime.threads import blas_threads
+from retarget.table import format_table
+from retarget.device.threads import blas_threads
 
 NETS = "resnet18,resnet50,vgg16,mobilenet_v1"
 

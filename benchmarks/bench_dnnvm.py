@@ -35,7 +35,7 @@ from retarget.compiler import prepare
 from retarget.frontend.onnx import import_model
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.partition import partition
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.runtime.module import Module
 from retarget.targets.accel.layers import Conv2d, Pool2d, Requant, ResidualAdd
 from retarget.targets.dnnvm import lower as dnnvm_lower

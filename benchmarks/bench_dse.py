@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))   # bench_vta_table1 be
 
 from retarget.explore import Problem, explore
 from retarget.explore.pools import make_pool
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.targets.vta.config import PRESETS, VTAConfig
 from retarget.targets.vta.target import VTATarget
 

@@ -20,7 +20,7 @@ from bench_dnnvm import quantised, write_json   # this directory: the same netwo
 from retarget.passes.fusion import find_embeddings, plan_region
 from retarget.passes.fusion.match import find_template
 from retarget.passes.partition import partition
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.targets.dnnvm import lower as dnnvm_lower
 from retarget.targets.dnnvm.timing import simulate_timing
 from retarget.targets.registry import get_target

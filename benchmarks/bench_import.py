@@ -15,7 +15,7 @@ import onnx
 
 from retarget import zoo
 from retarget.frontend.onnx import from_onnx_model, read_onnx
-from retarget.ir.verify import verify
+from retarget.passes.verify import verify
 from retarget.passes.simplify import simplify
 
 

@@ -45,7 +45,7 @@ from retarget import zoo
 from retarget.compiler import prepare
 from retarget.frontend.onnx import import_model
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.targets.registry import get_target
 
 COMPILE_GOAL_S, SIM_GOAL_GMACS = 5.0, 1.0

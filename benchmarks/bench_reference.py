@@ -26,7 +26,7 @@ import numpy as np
 
 import retarget
 from retarget import zoo
-from retarget.report.table import format_table
+from retarget.table import format_table
 
 
 def _median_time(fn, runs: int, warmup: int) -> float:
@@ -73,7 +73,7 @@ def _blas_threads() -> str:
 def op_profile(graph, x: np.ndarray, runs: int) -> dict[str, float]:
     """Median seconds per op type over `runs` node-by-node walks (the executor's own loop,
     with a clock around each node)."""
-    from retarget.targets.cpu.reference import run_node
+    from retarget.ops.reference import run_node
     samples: dict[str, list[float]] = {}
     for _ in range(runs):
         env = {graph.inputs[0]: x, **{v: v.const for v in graph.constants()}}

@@ -31,7 +31,7 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.targets.sunway.cost import program_costs
 
 PAPER = {"alexnet": (8.32, 2.87), "vgg19": (6.21, 2.03)}

@@ -20,7 +20,7 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.runtime.threads import blas_control_available
+from retarget.device.threads import blas_control_available
 
 
 def _spin(seconds: float) -> None:

@@ -22,8 +22,8 @@ import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
 from retarget.frontend.ort_check import compare_with_onnxruntime
-from retarget.report.table import format_table
-from retarget.targets.cpu.reference import run_graph
+from retarget.table import format_table
+from retarget.ops.reference import run_graph
 
 
 def measure(name: str) -> dict:

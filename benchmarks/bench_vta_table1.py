@@ -34,7 +34,7 @@ import numpy as np
 
 from retarget.report.layers import format_layers, row_from_result, write_csv
 from retarget.report.roofline import write_roofline
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.report.trace import write_trace
 from retarget.targets.vta.config import load_config
 from retarget.targets.vta.hazards import check_hazards

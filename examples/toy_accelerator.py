@@ -27,7 +27,7 @@ import numpy as np
 from retarget.errors import DeviceError, TargetError
 from retarget.ir.graph import Graph, Node
 from retarget.ops import get_op, resolve_attrs
-from retarget.runtime.device import SimulatedDevice, Task
+from retarget.device.base import SimulatedDevice, Task
 from retarget.targets.base import Kernel, Region, Support, Target, WeightStore
 from retarget.targets.registry import register_target
 

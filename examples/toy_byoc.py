@@ -31,7 +31,7 @@ import numpy as np
 from retarget.errors import DeviceError, ModelLoadError
 from retarget.ir.graph import Graph, Node
 from retarget.ops import get_op
-from retarget.runtime.device import MEMORY_ARG, SimulatedDevice, Task
+from retarget.device.base import MEMORY_ARG, SimulatedDevice, Task
 from retarget.targets.base import Kernel, Region, Support, WeightStore
 from retarget.targets.external.compiler import CompilerRun, ExternalCompilerTarget
 from retarget.targets.registry import register_target

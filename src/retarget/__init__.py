@@ -12,7 +12,7 @@ Public API
 """
 from .errors import RetargetError
 from .ir import Graph, Node, TensorType, Value
-from .targets.cpu.reference import run_graph as run
+from .ops.reference import run_graph as run
 
 __version__ = "0.1.0"
 

@@ -172,7 +172,7 @@ def test_run_check_ort_compares_every_output_with_onnxruntime(resnet_file, capsy
 
 
 def test_run_check_ort_fails_when_the_reference_disagrees(resnet_file, capsys, monkeypatch):
-    from retarget.targets.cpu import reference
+    from retarget.ops import reference
     real = reference.run_graph
 
     def off_by_a_little(graph, inputs, **kw):

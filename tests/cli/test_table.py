@@ -1,10 +1,10 @@
-"""report/table.py: alignment, footers, number formatting, bad rows."""
+"""table.py: alignment, footers, number formatting, bad rows."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from retarget.report.table import format_cell, format_table, si
+from retarget.table import format_cell, format_table, si
 
 
 def test_columns_align_and_footer_is_ruled_off():

@@ -14,7 +14,7 @@ from retarget.passes.partition import partition
 from retarget.targets.accel.layers import Conv2d, Requant, ResidualAdd
 from retarget.targets.accel.reference import conv2d, residual_add
 from retarget.targets.accel.sim_errors import SimulationError
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.dnnvm.config import PRESETS
 from retarget.targets.dnnvm.fusion import GroupCosts
 from retarget.targets.dnnvm.isa import Buf, Conv, decode_insn, encode_insn

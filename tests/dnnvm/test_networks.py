@@ -5,7 +5,7 @@ import pytest
 
 import retarget
 from retarget.runtime.module import Module
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 from .conftest import NETS, build_graph, samples
 

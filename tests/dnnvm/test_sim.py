@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from retarget.errors import DeviceError
-from retarget.runtime.device import MEMORY_ARG, Task
+from retarget.device.base import MEMORY_ARG, Task
 from retarget.targets.accel.sim_errors import DeadlockError, SimulationError
 from retarget.targets.dnnvm.config import PRESETS
 from retarget.targets.dnnvm.device import DNNVMDevice

@@ -11,7 +11,7 @@ import pytest
 
 import retarget
 from retarget.runtime.module import Module
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.registry import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import retarget
 from retarget import cli, zoo
 from retarget.errors import TargetError
 from retarget.runtime.module import Module
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.registry import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]

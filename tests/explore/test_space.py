@@ -4,7 +4,7 @@ import json
 import pytest
 
 from retarget.errors import InputError
-from retarget.explore.space import PARTS, bram18, canonical_key, pareto_front
+from retarget.targets.space import PARTS, bram18, canonical_key, pareto_front
 from retarget.targets.dnnvm.config import PRESETS as DNNVM_PRESETS
 from retarget.targets.dnnvm.space import resources as dnnvm_resources
 from retarget.targets.vta.config import PRESETS, VTAConfig

@@ -8,7 +8,7 @@ import retarget
 from retarget.explore import evaluation as ev
 from retarget.explore import explore
 from retarget.explore.pools import LocalPool
-from retarget.explore.space import PARTS, canonical_key
+from retarget.targets.space import PARTS, canonical_key
 from retarget.report.module import module_report
 from retarget.targets.vta.space import resources
 

@@ -10,8 +10,8 @@ from onnx import numpy_helper
 from retarget.errors import GraphError, InputError, ModelLoadError, UnsupportedOpError
 from retarget.frontend.onnx import from_onnx_model, import_model, load_onnx, opset_of, to_onnx
 from retarget.ir.types import TensorType
-from retarget.ir.verify import verify
-from retarget.targets.cpu.reference import run_graph
+from retarget.passes.verify import verify
+from retarget.ops.reference import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 

@@ -5,8 +5,8 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 from retarget.frontend.torch import from_torch  # noqa: E402
-from retarget.ir.verify import verify  # noqa: E402
-from retarget.targets.cpu.reference import run_graph  # noqa: E402
+from retarget.passes.verify import verify  # noqa: E402
+from retarget.ops.reference import run_graph  # noqa: E402
 
 
 class SmallCNN(nn.Module):

@@ -16,7 +16,7 @@ from retarget import cli
 from retarget.errors import InputError, ResourceLimitError
 from retarget.frontend.onnx import import_model
 from retarget.limits import tensor_limit
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 vi = helper.make_tensor_value_info
 

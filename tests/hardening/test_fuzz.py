@@ -21,7 +21,7 @@ from retarget.errors import RetargetError
 from retarget.frontend.onnx import import_model
 from retarget.runtime.artifact import reseal
 from retarget.runtime.module import Module
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 FUZZ = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                         HealthCheck.too_slow])

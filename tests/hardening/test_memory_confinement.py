@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from retarget.errors import DeviceError
-from retarget.runtime.device import POISON, SimulatedDevice, Task
+from retarget.device.base import POISON, SimulatedDevice, Task
 from retarget.targets.vta.config import preset
 from retarget.targets.vta.device import VTADevice
 from retarget.targets.vta.isa import (NO_DEPS, Deps, FinishInsn, MemInsn, MemType, Opcode,

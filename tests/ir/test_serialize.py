@@ -8,7 +8,7 @@ from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.printer import format_graph
 from retarget.ir.serialize import arrays_path, load_graph, save_graph
 from retarget.ir.types import TensorType
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 
 def _graph():

@@ -4,7 +4,7 @@ import pytest
 from retarget.errors import GraphError
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
-from retarget.ir.verify import verify
+from retarget.passes.verify import verify
 
 F = TensorType((2, 3), "float32")
 

@@ -18,7 +18,7 @@ from retarget.loopnest.buffering import buffer_kernel
 from retarget.loopnest.ops import (SUPPORTED_OPS, UNARY_OPS, affine_pieces, c_name,
                                    lower_node)
 from retarget.ops.registry import get_op, resolve_attrs
-from retarget.targets.cpu.reference import run_node
+from retarget.ops.reference import run_node
 
 RNG = np.random.default_rng(14)
 

@@ -110,7 +110,7 @@ def test_two_kernels_sharing_a_weight_share_its_packed_copy():
     from retarget.ir.graph import Graph, Node, Value, constant
     from retarget.ir.types import TensorType
     from retarget.passes.infer_shapes import infer_shapes
-    from retarget.targets.cpu.reference import run_graph
+    from retarget.ops.reference import run_graph
     x = Value("x", TensorType((1, 4, 6, 6), "float32"))
     w = constant("w", np.random.default_rng(0).standard_normal((16, 4, 3, 3)).astype(np.float32))
     a, b, y = Value("a"), Value("b"), Value("y")

@@ -13,7 +13,7 @@ import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
 from retarget.frontend.ort_check import compare_with_onnxruntime
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 pytest.importorskip("onnxruntime")
 

@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 

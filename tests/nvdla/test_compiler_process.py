@@ -19,7 +19,7 @@ import pytest
 
 import retarget
 from retarget.errors import TargetError
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.external.export import document, write_document
 from retarget.targets.nvdla.config import PRESETS
 from retarget.targets.nvdla.loadable import Loadable

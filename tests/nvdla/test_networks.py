@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from retarget.runtime.module import Module
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.nvdla.loadable import Loadable
 from retarget.targets.nvdla.program import NvdlaProgram
 

@@ -8,7 +8,7 @@ import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
 from retarget.runtime.per_layer import check_layers
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.nvdla.disasm import disassemble
 
 

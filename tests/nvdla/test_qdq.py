@@ -9,7 +9,7 @@ import pytest
 import retarget
 from retarget.cli import main
 from retarget.frontend.onnx import from_onnx_model
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.zoo.qdq import qdq_cnn, qdq_residual
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from retarget.errors import DeviceError
-from retarget.runtime.device import Task
+from retarget.device.base import Task
 from retarget.targets.nvdla.device import NvdlaDevice
 from retarget.targets.nvdla.loadable import CONV, LAYER_BYTES, LAYER_DTYPE
 from retarget.targets.nvdla.sim import Simulator

@@ -13,7 +13,7 @@ from retarget.ir.graph import Graph, Node, Value
 from retarget.ir.types import TensorType
 from retarget.ops import OPS
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(0)

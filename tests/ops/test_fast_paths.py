@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 from retarget.frontend.onnx import from_onnx_model
 from retarget.ops import OPS, winograd
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 

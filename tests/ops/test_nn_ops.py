@@ -10,7 +10,7 @@ from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
 from retarget.ops import OPS
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 
 def run(op, *inputs, fast=False, **attrs):

@@ -7,7 +7,7 @@ The onnx wheel does not ship the test data directories, but
   IR lacks (strings, bfloat16, float8, int4...), or anything the importer or shape inference
   rejects with UnsupportedOpError (training-mode Dropout, Cast to an unsupported type...);
 - otherwise a test that must pass: import with frontend.onnx.from_onnx_model, type with
-  passes.infer_shapes.infer_shapes, run with targets.cpu.reference.run_graph, and compare with
+  passes.infer_shapes.infer_shapes, run with ops.reference.run_graph, and compare with
   the case's outputs (same dtype, same shape, values within the case's rtol/atol), also
   checking that the inferred output types are the computed ones.
 
@@ -34,7 +34,7 @@ from retarget.ir.graph import Graph
 from retarget.ops import OPS
 from retarget.passes.fold_constants import fold_constants
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 # Cases that are expected to fail, with the reason; each runs as a strict xfail so fixing one
 # makes the suite say so.

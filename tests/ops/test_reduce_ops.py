@@ -11,7 +11,7 @@ from retarget.errors import ShapeError
 from retarget.frontend.onnx import from_onnx_model
 from retarget.ops import OPS
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(2)

@@ -15,7 +15,7 @@ from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.partition import partition
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.registry import get_target, load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]

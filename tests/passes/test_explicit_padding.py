@@ -6,7 +6,7 @@ from retarget.ir.types import TensorType
 from retarget.passes.explicit_padding import explicit_padding
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.ops.registry import resolve_attrs
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 RNG = np.random.default_rng(5)
 

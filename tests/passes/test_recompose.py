@@ -10,7 +10,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from retarget.frontend.onnx import import_model
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(6)

@@ -3,7 +3,7 @@ import numpy as np
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.printer import format_graph
 from retarget.ir.types import TensorType
-from retarget.ir.verify import verify
+from retarget.passes.verify import verify
 from retarget.passes.remove_identities import remove_identities
 
 F = TensorType((4,), "float32")

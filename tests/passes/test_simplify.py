@@ -3,9 +3,9 @@ import numpy as np
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.printer import format_graph
 from retarget.ir.types import TensorType
-from retarget.ir.verify import verify
+from retarget.passes.verify import verify
 from retarget.passes.simplify import simplify
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 
 def test_fixpoint_pipeline():

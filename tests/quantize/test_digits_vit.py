@@ -8,7 +8,7 @@ import pytest
 import retarget
 from retarget import data, quantize, run
 from retarget.frontend.onnx import load_onnx
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 MODEL = data.DIGITS_VIT
 B = 8     # the export folds the batch into its Reshape shapes: load, calibrate, run at one batch

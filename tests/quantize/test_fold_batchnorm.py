@@ -5,7 +5,7 @@ from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
 from retarget.passes.fold_batchnorm import fold_batchnorm
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 
 def conv_bn_graph(with_bias: bool, extra_use: bool = False) -> Graph:

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 from retarget.errors import UnsupportedOpError
 from retarget.frontend.onnx import import_model
 from retarget.frontend.onnx_quantized import load_quantized
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.zoo.qdq import init, qdq_cnn as qdq_model
 
 RNG = np.random.default_rng(0)

@@ -12,7 +12,7 @@ from retarget.errors import InputError, UnsupportedOpError
 from retarget.frontend.onnx import import_model
 from retarget.frontend.onnx_quantized import (convert_quantized, format_qdq_error,
                                               load_quantized, qdq_error)
-from retarget.targets.cpu.reference import run_graph, run_node
+from retarget.ops.reference import run_graph, run_node
 from retarget.zoo.qdq import init, qdq_cnn, qdq_residual, qlinear_conv
 
 ort = pytest.importorskip("onnxruntime")

@@ -8,11 +8,11 @@ from retarget import zoo
 from retarget.frontend.onnx import import_model
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
-from retarget.ir.verify import verify
+from retarget.passes.verify import verify
 from retarget.passes.calibrate import frac_bits_for
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.quantize import quantize, quantize_with_info
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 INTEGER_OPS = {"Conv", "Gemm", "MatMul", "Requantize", "QAdd", "MaxPool", "Flatten", "Concat",
                "Relu", "Reshape"}

@@ -13,11 +13,11 @@ from retarget.errors import InputError
 from retarget.frontend.onnx import import_model, load_onnx
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
-from retarget.ir.verify import verify
+from retarget.passes.verify import verify
 from retarget.ops.quantized import MAX_MULTIPLIER, multiplier_shift
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.quantize import quantize, quantize_with_info
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 POW2_OPS = {"QuantizeP2", "DequantizeP2", "QAdd"}
 

@@ -7,7 +7,7 @@ from retarget.errors import ShapeError
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
 from retarget.passes.infer_shapes import infer_shapes
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.ops.quantized import round_shift
 
 

@@ -9,7 +9,7 @@ import retarget
 from retarget.errors import ShapeError
 from retarget.frontend.onnx import import_model
 from retarget.passes.fold_batchnorm import fold_batchnorm
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 RNG = np.random.default_rng(8)
 N, K, M = 16, 32, 48

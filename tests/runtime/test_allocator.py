@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retarget.errors import DeviceError
-from retarget.runtime.allocator import BestFitAllocator
+from retarget.device.allocator import BestFitAllocator
 
 
 def make_holes(alloc: BestFitAllocator, sizes: list[int]) -> list[int]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from retarget.errors import DeviceError, UnsupportedOpError
-from retarget.runtime.device import Device, SimulatedDevice, Task
+from retarget.device.base import Device, SimulatedDevice, Task
 
 
 class VectorAddDevice(SimulatedDevice):

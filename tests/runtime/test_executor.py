@@ -11,9 +11,9 @@ import retarget
 from retarget.errors import DeviceError, InputError, TargetError
 from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
-from retarget.runtime.device import Task
+from retarget.device.base import Task
 from retarget.runtime.executor import Executor, execute, format_profile
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.registry import load_plugin
 
 ROOT = Path(__file__).resolve().parents[2]

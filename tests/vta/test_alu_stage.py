@@ -10,7 +10,7 @@ import pytest
 
 import retarget
 from retarget.errors import TargetError
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.config import PRESETS, VTAConfig, load_config
 from retarget.targets.vta.hazards import check_hazards

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from retarget.errors import DeviceError
-from retarget.runtime.device import SimulatedDevice, Task
+from retarget.device.base import SimulatedDevice, Task
 from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.config import preset
 from retarget.targets.vta.device import VTADevice, relocate

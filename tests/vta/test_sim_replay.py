@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retarget.runtime.allocator import Allocation
-from retarget.runtime.device import TaskMemory
+from retarget.device.allocator import Allocation
+from retarget.device.base import TaskMemory
 from retarget.targets.vta.isa import (NO_DEPS, AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn,
                                       MemType, Opcode, encode_stream, layout_for)
 from retarget.targets.vta.sim import Simulator, SimulationError

@@ -12,7 +12,7 @@ from retarget.ir.graph import Graph, Node, Value, constant
 from retarget.ir.types import TensorType
 from retarget.passes.infer_shapes import infer_shapes
 from retarget.passes.quantize import quantize
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.vta.config import preset
 from retarget.targets.vta.lower import Conv2d, Requant, compute_floor, model_cycles
 from retarget.targets.vta.window_packing import (FORMS, apply_packing, choose_packing,
@@ -149,7 +149,7 @@ def test_a_window_wider_than_vta_takes_is_packed_onto_vta():
     import retarget
     from retarget import zoo
     from retarget.frontend.onnx import import_model
-    from retarget.targets.cpu.reference import run_graph
+    from retarget.ops.reference import run_graph
     g = import_model(zoo.build("vit", size=32, patch=8, depth=1, num_classes=10, seed=0))
     rng = np.random.default_rng(0)
     m = retarget.compile(g, "vta", calibration=[

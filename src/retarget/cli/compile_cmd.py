@@ -179,7 +179,7 @@ def run_compiled(args: argparse.Namespace) -> int:
     the CPU reference and returns 1 when they differ."""
     from ..runtime.executor import format_profile
     from ..runtime.module import Module
-    from ..targets.cpu.reference import run_graph
+    from ..ops.reference import run_graph
     from .report_cmd import check_report_paths, emit_report, wants_report
     from .run_cmd import complete_inputs, read_input_files
 

@@ -68,7 +68,7 @@ def _same(out: np.ndarray, ref: np.ndarray, target) -> bool:
 def run_demo(args: argparse.Namespace) -> int:
     from ..compiler import compile
     from ..data import DIGITS_INPUT, DIGITS_OUTPUT, digits_calibration, digits_test, load_digits_model
-    from ..targets.cpu.reference import run_graph
+    from ..ops.reference import run_graph
 
     from .report_cmd import check_report_paths, emit_report
     if args.batch < 1:

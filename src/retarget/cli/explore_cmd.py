@@ -58,7 +58,7 @@ def register(subparsers) -> None:
 
 
 def _space(args):
-    from ..explore.space import load_space_file
+    from ..targets.space import load_space_file
     from ..targets.registry import get_target
     name, _, preset = args.target.partition(":")
     tgt = get_target(args.target)
@@ -136,8 +136,8 @@ def summary(result) -> str:
 
 
 def front_table(result) -> str:
-    from ..explore.space import PARTS
-    from ..report.table import format_table
+    from ..targets.space import PARTS
+    from ..table import format_table
     names = list(result.space.params)
     short = {n: n.replace("log_", "").replace("_buff_size", "").replace("_buf_bytes", "")
              for n in names}
@@ -155,7 +155,7 @@ def front_table(result) -> str:
 
 
 def checks_table(checks) -> str:
-    from ..report.table import format_table
+    from ..table import format_table
     return format_table(["point", "simulator", "s"],
                         [[", ".join(f"{k}={v}" for k, v in c["config"].items()), c["verdict"],
                           f"{c['seconds']:.1f}"] for c in checks],

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import InputError
 from ..ir.graph import Graph, Node
 from ..ops.registry import get_op, resolve_attrs
-from ..report.table import format_table, si
+from ..table import format_table, si
 
 
 # ---- shared with run_cmd -------------------------------------------------------------------------

@@ -78,7 +78,7 @@ def run_model(args: argparse.Namespace) -> int:
     given = read_input_files(args.input, model_input_names(model))
     graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
     inputs = complete_inputs(graph, given, args.random, args.seed)
-    from ..targets.cpu.reference import run_graph
+    from ..ops.reference import run_graph
     outputs = run_graph(graph, inputs)
     print(summarize_outputs(outputs))
     if args.output:

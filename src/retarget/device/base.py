@@ -10,7 +10,7 @@ Two classes:
 - `Device` is the interface: the methods a runtime calls, documented, with no implementation.
   A real driver would implement it directly.
 - `SimulatedDevice(Device)` implements everything except the accelerator itself: device memory
-  is a NumPy uint8 array managed by a best-fit allocator (runtime/allocator.py), copies and views
+  is a NumPy uint8 array managed by a best-fit allocator (device/allocator.py), copies and views
   are bounds-checked against live allocations, and tasks go through a FIFO queue that
   `synchronize()` drains in order, timing each.
 
@@ -220,7 +220,7 @@ class SimulatedDevice(Device):
 
     name = "simulated"
     kernels: Mapping[str, tuple[str, ...]] = {}
-    # blas_threads: BLAS threads while a task executes (runtime/threads.py); None = unchanged.
+    # blas_threads: BLAS threads while a task executes (device/threads.py); None = unchanged.
     default_options: ClassVar[dict[str, Any]] = {"memory_bytes": 1 << 24, "alignment": 64,
                                                  "blas_threads": "default"}
 

@@ -1,7 +1,7 @@
 """Hardware design-space exploration (`retarget explore`, docs/explore.md).
 
 A target declares its design space (`Target.design_space()`: varied config fields, legal
-values, constraints and a resource model: explore/space.py); `explore()` compiles the model for
+values, constraints and a resource model: targets/space.py); `explore()` compiles the model for
 each point and times it with the cycle model (no simulation), over a process pool or Ray,
 resumable from a JSONL results file, and returns the Pareto front over the chosen objectives.
 
@@ -13,7 +13,7 @@ resumable from a JSONL results file, and returns the Pareto front over the chose
 from .evaluation import Problem, evaluate
 from .runner import (OBJECTIVES, ExploreResult, compute_front, explore, objective_values,
                      parse_objectives, spot_check)
-from .space import (PARTS, Constraint, DesignSpace, Param, Part, Resources, bram18,
+from ..targets.space import (PARTS, Constraint, DesignSpace, Param, Part, Resources, bram18,
                     canonical_key, pareto_front)
 
 __all__ = ["Constraint", "DesignSpace", "ExploreResult", "OBJECTIVES", "PARTS", "Param", "Part",

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..errors import InputError
 from . import evaluation as ev
 from .pools import make_pool
-from .space import DesignSpace, PARTS, Part, canonical_key, pareto_front
+from ..targets.space import DesignSpace, PARTS, Part, canonical_key, pareto_front
 
 
 
@@ -378,7 +378,7 @@ def spot_check(problem: ev.Problem, records: Sequence[dict], k: int, seed: int =
     run_graph of the module's own (integer) graph, as `retarget run --check` does."""
     import numpy as np
     from ..cli.run_cmd import complete_inputs
-    from ..targets.cpu.reference import run_graph
+    from ..ops.reference import run_graph
     out = []
     for rec in list(records)[:max(0, k)]:
         t0 = time.perf_counter()

@@ -324,7 +324,7 @@ def from_onnx_model(model: onnx.ModelProto,
 
 def import_model(model: onnx.ModelProto, input_shapes=None, simplify: bool = True) -> Graph:
     """ModelProto -> verified, typed (and by default simplified) Graph."""
-    from ..ir.verify import verify
+    from ..passes.verify import verify
     try:
         graph = from_onnx_model(model, input_shapes)
     except (TypeError, KeyError, AttributeError, IndexError, UnicodeDecodeError) as e:

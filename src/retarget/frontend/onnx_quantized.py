@@ -452,7 +452,7 @@ def load_quantized(model, input_shapes=None, *, rounding: str = "half_even",
     """Read a QDQ / QLinearConv ONNX model (path or ModelProto) into an integer Graph:
     import without folding, convert_quantized (`scales`: "pow2" or "multiplier"), then
     simplify."""
-    from ..ir.verify import verify
+    from ..passes.verify import verify
     from .onnx import from_onnx_model, read_onnx
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
     graph = from_onnx_model(proto, input_shapes)
@@ -532,7 +532,7 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
     not quantised) and the fraction of elements that differ. This is the number to quote for
     scales="multiplier" ("error against onnxruntime's own result on the same file"); with
     power-of-two scales and half-even rounding it is 0."""
-    from ..targets.cpu.reference import run_graph
+    from ..ops.reference import run_graph
     from .onnx import read_onnx
     from .ort_check import matching_output, run_onnxruntime
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)

@@ -10,11 +10,11 @@ from typing import Mapping
 
 import numpy as np
 
-from ...errors import InputError, RetargetError, ShapeError, node_context
-from ...ir.graph import Graph, Value
-from ...ir.types import TensorType
-from ...limits import check_tensor_bytes
-from ...ops.registry import get_op, resolve_attrs
+from ..errors import InputError, RetargetError, ShapeError, node_context
+from ..ir.graph import Graph, Value
+from ..ir.types import TensorType
+from ..limits import check_tensor_bytes
+from .registry import get_op, resolve_attrs
 
 
 def check_inputs(graph: Graph, inputs: Mapping[str, np.ndarray]) -> dict[Value, np.ndarray]:

@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..ir.graph import Graph
 from ..ir.types import TensorType
 from .infer_shapes import infer_shapes
-from ..targets.cpu.reference import run_graph
+from ..ops.reference import run_graph
 
 # Fractional bits are kept in this range: a tensor of all zeros (or a tiny one) would otherwise
 # ask for an unbounded scale, and shifts beyond ~30 bits are meaningless for int32 accumulators.

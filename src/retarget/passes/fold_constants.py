@@ -40,7 +40,7 @@ def _shape_like(node: Node) -> list[np.ndarray] | None:
     # Run the op's own definition on a stand-in with x's shape and dtype: a broadcast view
     # of one element, so no tensor of x's size is allocated.
     stand_in = np.broadcast_to(np.zeros((), x.type.dtype), x.type.shape)
-    from ..targets.cpu.reference import run_node
+    from ..ops.reference import run_node
     return run_node(node, [stand_in], fast=False)
 
 
@@ -62,7 +62,7 @@ def _evaluate(node: Node) -> list[np.ndarray] | None:
         return None
     if _too_big(node):
         return None
-    from ..targets.cpu.reference import run_node
+    from ..ops.reference import run_node
     return run_node(node, [None if v is None else v.const for v in node.inputs], fast=False)
 
 

@@ -13,7 +13,7 @@ its op and the value involved:
 from __future__ import annotations
 
 from ..errors import GraphError, RetargetError, node_context
-from .graph import Graph, Node, Value
+from ..ir.graph import Graph, Node, Value
 
 
 def _where(context: str) -> str:

@@ -1,3 +1,3 @@
-"""Reports for people: text tables (table.py), per-layer cycle-model figures (layers.py), the
+"""Reports for people: per-layer cycle-model figures (layers.py), the
 roofline plot (roofline.py), Perfetto traces (trace.py) and the whole-module report (module.py;
 docs/reports.md)."""

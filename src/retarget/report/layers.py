@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
 from ..targets.accel.timing import BUFFERS
-from .table import format_table, si
+from ..table import format_table, si
 
 
 @dataclass(frozen=True, slots=True)

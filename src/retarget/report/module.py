@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TargetError
 from .layers import LayerRow, make_row, total_row
-from .table import format_table, si
+from ..table import format_table, si
 
 CPU = "cpu"
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ModelLoadError, RetargetError
 from ..ir.serialize import ARRAY_FILE_ERRORS, load_graph, read_versioned_json, save_graph
-from ..ir.verify import verify as verify_graph
+from ..passes.verify import verify as verify_graph
 from ..passes.partition import FusedGroup, NodePlacement, PlacementReport
 from ..targets.base import Region
 from ..targets.registry import target_class, target_names

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import RetargetError, TargetError
 from ..ir.graph import Value
-from ..targets.cpu.reference import check_inputs, run_node
+from ..ops.reference import check_inputs, run_node
 
 CPU = "cpu"
 

@@ -11,7 +11,7 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
 - `lower(region) -> Kernel`: compile one offloaded region. A Kernel serialises itself to files
   in a Module artifact and is rebuilt from them by `load_kernel`, which looks the kernel kind up
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
-- `make_device()`: the Device (runtime/device.py) that runs the kernels.
+- `make_device()`: the Device (device/base.py) that runs the kernels.
 - `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
 - `design_space(preset)`: optional, the hardware design space `retarget explore` sweeps
   (targets/<name>/space.py; docs/explore.md); None by default.
@@ -291,7 +291,7 @@ class Target:
 
     @classmethod
     def design_space(cls, preset: str | None = None):
-        """The hardware design space `retarget explore` sweeps (an explore.space.DesignSpace
+        """The hardware design space `retarget explore` sweeps (an targets.space.DesignSpace
         around `preset`, or the default config), or None when the target declares none.
         Default: `design_space(preset)` of the module targets/<name>/space.py, if it exists."""
         import importlib

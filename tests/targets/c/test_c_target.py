@@ -17,12 +17,12 @@ import retarget
 from retarget import cli
 from retarget.errors import DeviceError, ModelLoadError, TargetError
 from retarget.runtime.artifact import reseal
-from retarget.runtime.device import Task
+from retarget.device.base import Task
 from retarget.runtime.module import Module
 from retarget.targets.aot.device import LibraryDevice
 from retarget.targets.c import CTarget
 from retarget.targets.aot.device import RUN, task_args
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.registry import get_target
 
 from .handmade import FAST_CFLAGS, HandmadeCTarget, small_net

@@ -1,4 +1,4 @@
-"""The static memory plan (passes/memory_plan.py): on random programs no two values live at
+"""The static memory plan (targets/aot/memory_plan.py): on random programs no two values live at
 the same time share a byte, views sit at their source, and the arena is never larger than
 giving every value its own bytes; plus the lifetime rules on small hand-made programs."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from retarget.errors import GraphError
-from retarget.passes.memory_plan import Lifetime, MemoryPlan, Step, plan_memory
+from retarget.targets.aot.memory_plan import Lifetime, MemoryPlan, Step, plan_memory
 
 
 @st.composite

@@ -12,7 +12,7 @@ import pytest
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 

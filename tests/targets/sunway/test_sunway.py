@@ -18,7 +18,7 @@ from retarget.ir.types import TensorType
 from retarget.loopnest.ir import Copy, Kernel, Load, Loop, Store, Tensor, walk
 from retarget.loopnest.ops import lower_node
 from retarget.runtime.module import Module
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 from retarget.targets.sunway.config import SunwayConfig
 from retarget.targets.sunway.cost import cpe_counts, layer_cost
 from retarget.targets.sunway.emit import CpePrinter

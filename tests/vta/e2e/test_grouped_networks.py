@@ -7,7 +7,7 @@ import pytest
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.targets.cpu.reference import run_graph
+from retarget.ops.reference import run_graph
 
 from .conftest import calibration_for, input_for
 

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from ...errors import DeviceError
-from ...runtime.device import MEMORY_ARG, DevicePtr, SimulatedDevice, Task, TaskRecord
+from ...device.base import MEMORY_ARG, DevicePtr, SimulatedDevice, Task, TaskRecord
 
 
 @dataclass(frozen=True, slots=True)

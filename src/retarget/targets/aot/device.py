@@ -29,7 +29,7 @@ import numpy as np
 
 from ...errors import DeviceError
 from ...limits import check_device_work
-from ...runtime.device import MEMORY_ARG, SimulatedDevice, Task
+from ...device.base import MEMORY_ARG, SimulatedDevice, Task
 
 RUN = "model_run"
 _PAGE = 4096

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import numpy as np
 
 from ...errors import ModelLoadError, RetargetError, TargetError
-from ...runtime.device import Task
+from ...device.base import Task
 from ..base import Kernel, Target, WeightStore
 from .build import WEIGHTS, Build, BuildOptions, build_library, write_project
 from .device import RUN, LibraryDevice, LibrarySpec, task_args

@@ -12,7 +12,7 @@ Where values live:
 - a region output computed by a kernel is written straight into the caller's output buffer;
   one that is a view of something living elsewhere (a region input, a constant, another
   output) is copied there at the end;
-- everything else is an arena value, placed by passes/memory_plan.py.
+- everything else is an arena value, placed by targets/aot/memory_plan.py.
 
 Ops are lowered by `retarget.loopnest.ops` (`lower_node`, `SUPPORTED_OPS`), reached through
 an `OpLowering` so a target (or a test) can supply another table.
@@ -32,7 +32,7 @@ from ...ir.types import TensorType
 from ...loopnest.c_printer import C_TYPES, c_identifier
 from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Relayout, Scheduled
-from ...passes.memory_plan import Step, plan_memory
+from .memory_plan import Step, plan_memory
 from ..base import Region
 from .program import ALIGNMENT, Call, Constant, OutputCopy, Place, Program, TensorSpec
 

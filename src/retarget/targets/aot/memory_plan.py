@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import GraphError
+from ...errors import GraphError
 
 ALIGNMENT = 64
 

@@ -10,7 +10,7 @@ END must be last and finishes once every engine has drained.
 Arithmetic is the op table's: requantisation is ops.quantized.requantize, the element-wise add
 ops.quantized.qadd, so the simulator cannot drift from the integer reference. Every on-chip
 and DDR access is bounds-checked, and DDR accesses are checked against the memory the task was
-given (runtime/device.py TaskMemory) before any byte moves. A stream whose fields ask for more
+given (device/base.py TaskMemory) before any byte moves. A stream whose fields ask for more
 work than the device work limit (retarget/limits.py) is refused before it starts.
 """
 from __future__ import annotations

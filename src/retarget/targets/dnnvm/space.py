@@ -1,4 +1,4 @@
-"""The dnnvm target's design space for `retarget explore` (explore/space.py, docs/explore.md).
+"""The dnnvm target's design space for `retarget explore` (targets/space.py, docs/explore.md).
 
 Varied: the CONV engine's parallelism (ic_p, oc_p, h_p), the buffer split (input, weight and
 output buffer bytes) and the number of engines. Latency is one frame on one engine (batch 1);
@@ -11,7 +11,7 @@ Resource model (docs/explore.md cites the sources):
   Mults" per DSP48 slice: two sharing an operand (Xilinx WP490) at twice the fabric clock
   (XAPP706's DSP48 double data rate; PG338's dpu_2x_clk). Its Table V measures 1,542 DSPs on
   ZU9 (3 engines of 32x16x8), against 1,536 from this formula;
-- block RAM: each buffer is a grid of 18 Kb blocks (explore.space.bram18) by depth and the
+- block RAM: each buffer is a grid of 18 Kb blocks (targets.space.bram18) by depth and the
   width one CONV step reads or writes: input ic_p x h_p x 8 bits, weights ic_p x oc_p x 8,
   output oc_p x h_p x 32 (int32 partial sums), bias oc_p x 32; times engines.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ...explore.space import Buffer, Constraint, DesignSpace, Param, Resources
+from ..space import Buffer, Constraint, DesignSpace, Param, Resources
 from .config import KiB, PRESETS, DNNVMConfig
 
 

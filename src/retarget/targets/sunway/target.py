@@ -25,7 +25,7 @@ from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Scheduled
 from ...passes.explicit_padding import explicit_padding
 from ...passes.fold_batchnorm import fold_batchnorm
-from ...report.table import format_table
+from ...table import format_table
 from ..aot.build import BuildOptions
 from ..aot.kernel import LibraryKernel
 from ..aot.lower import lower_region

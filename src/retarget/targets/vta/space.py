@@ -1,4 +1,4 @@
-"""The vta target's design space for `retarget explore` (explore/space.py, docs/explore.md).
+"""The vta target's design space for `retarget explore` (targets/space.py, docs/explore.md).
 
 Varied: the GEMM core's shape (log_batch, log_block_in, log_block_out), the four SRAMs' log2
 sizes in bytes, the clock, `alu_stage` and, with it, the ALU's initiation interval. The number of
@@ -11,7 +11,7 @@ Resource model (docs/explore.md cites the sources):
   DSP48 (Xilinx WP490; the DNNVM paper, Sec. III, packs two per DSP48E1 the same way). A GEMM
   core shares every input element across BLOCK_OUT weights, so its multipliers pair up.
 - block RAM: each SRAM is a grid of 18 Kb blocks by its depth (entries) and read width (one
-  entry per cycle), explore.space.bram18: uop 32-bit entries; inp BATCH x BLOCK_IN x 8 bits;
+  entry per cycle), targets.space.bram18: uop 32-bit entries; inp BATCH x BLOCK_IN x 8 bits;
   wgt BLOCK_OUT x BLOCK_IN x 8; acc BATCH x BLOCK_OUT x 32; out BATCH x BLOCK_OUT x 8 (the
   store buffer, sized acc / 4 as VTA's LOG_OUT_BUFF_SIZE).
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from ...explore.space import Buffer, Constraint, DesignSpace, Param, Resources
+from ..space import Buffer, Constraint, DesignSpace, Param, Resources
 from .config import PRESETS, VTAConfig
 
 

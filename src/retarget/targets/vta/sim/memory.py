@@ -47,7 +47,7 @@ class SimMemory:
     inp_f: np.ndarray = field(init=False)
     wgt_t: np.ndarray = field(init=False)
     elem_bytes: dict = field(init=False)     # MemType -> DRAM element bytes
-    # The device memory the running task was given (runtime/device.py TaskMemory); None lets
+    # The device memory the running task was given (device/base.py TaskMemory); None lets
     # a stream touch all of DRAM (a bare Simulator with no device around it).
     confine: Any = None
 
