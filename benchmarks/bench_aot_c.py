@@ -1,4 +1,4 @@
-"""Ahead-of-time C (issue 14): the `c` target's generated library against its naive mode,
+"""Ahead-of-time C: the `c` target's generated library against its naive mode,
 onnxruntime and retarget's NumPy reference, single-threaded and on all cores.
 
     python benchmarks/bench_aot_c.py [--nets resnet18,resnet50,vgg16,mobilenet_v1] [--size 224]
@@ -15,7 +15,7 @@ intra_op_num_threads, and the BLAS thread count for the reference.
 
 --json writes {"<net>": {"threads": {"1": {"c_ms", "naive_ms", "ort_ms", "ref_ms"},
 "all": {...}}, "build_s", "arena_bytes"}}.
-Goals (issue 14): c within 2x of onnxruntime single-threaded on ResNet-18 and ResNet-50; at
+Goals (set when the c target was built): c within 2x of onnxruntime single-threaded on ResNet-18 and ResNet-50; at
 least 10x over the naive mode; ResNet-50 built in under 60 s.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Transformer-era networks on vta (issue 18): the shipped timm exports at 224 x 224.
+"""Transformer-era networks on vta: the shipped timm exports at 224 x 224.
 
     python benchmarks/bench_transformers.py [--nets vit_tiny_patch16_224,...] [--json FILE]
 

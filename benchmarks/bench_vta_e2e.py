@@ -1,4 +1,4 @@
-"""Issue-5 speed goals for the vta target, with where the time goes.
+"""The vta target's speed goals (compile and simulation time), with where the time goes.
 
 1. Compile ResNet-50 (1x3x224x224) to a VTA artifact: quantise (calibration timed apart and
    excluded from the goal), partition, lower, save. Goal: <= 5 s without calibration.

@@ -1,5 +1,5 @@
 """How good the vta schedule search's analytic estimate is, on every conv/dense layer of zoo
-networks at full size (issue 17: the search ranks without lowering; its choice must be the full
+networks at full size (the search ranks without lowering; its choice must be the full
 cycle model's best or within 1 % of its cycles).
 
     python benchmarks/bench_vta_estimate.py [--nets resnet18,resnet50,...] [--size 224]

@@ -1,4 +1,4 @@
-"""VTA compile and simulation speed (issue 17), min / median / max over several runs.
+"""VTA compile and simulation speed, min / median / max over several runs.
 
     python benchmarks/bench_vta_speed.py [--json FILE] [--runs 5] [--config pynq]
 
@@ -13,7 +13,7 @@ records each stream's steps (sim/replay.py), as a deployed model runs. Networks:
 SqueezeNet 1.1 at 224, and ResNet-18 at 64x64. gmacs counts the GEMM core's MACs (GEMM micro-op
 executions x BATCH x BLOCK_IN x BLOCK_OUT), padding included, as the C++ simulator would.
 
-Goals (issue 17): ResNet-50 compile <= 1 s; simulation of ResNet-18 @224 <= 0.4 s and ResNet-50
+Goals (set for the compile-speed work): ResNet-50 compile <= 1 s; simulation of ResNet-18 @224 <= 0.4 s and ResNet-50
 @224 <= 0.55 s (upstream's C++ simulator: 0.45 / 0.61 s); <= 10 us per instruction on small
 tasks (measured on a stream of one-block instructions, where arithmetic is negligible; printed,
 not in the JSON). --json writes the medians:
