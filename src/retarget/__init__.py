@@ -10,29 +10,30 @@ Public API
           calibration=None) -> Module           prepare (vta: quantise), partition and lower
                                                  for a target (compiler.py)
 """
+from .compiler import compile as _compile
 from .errors import RetargetError
+from .frontend.onnx import load_onnx
+from .frontend.torch import from_torch as _from_torch
 from .ir import Graph, Node, TensorType, Value
 from .ops.reference import run_graph as run
+from .passes.quantize import quantize as _quantize
 
 __version__ = "0.1.0"
 
 
 def load(path, input_shapes=None, simplify: bool = True):
     """Import an ONNX model file as a Graph (simplified unless simplify=False)."""
-    from .frontend.onnx import load_onnx
     return load_onnx(path, input_shapes=input_shapes, simplify=simplify)
 
 
 def compile(graph, target="cpu", **options):
     """Partition and lower `graph` for `target`; returns a runnable, savable Module.
     See retarget.compiler.compile for the options."""
-    from .compiler import compile as _compile
     return _compile(graph, target, **options)
 
 
 def from_torch(module, example_input, simplify: bool = True):
     """Import a PyTorch module by exporting it to ONNX in memory."""
-    from .frontend.torch import from_torch as _from_torch
     return _from_torch(module, example_input, simplify=simplify)
 
 
@@ -41,7 +42,6 @@ def quantize(graph, calibration_inputs=None, per_channel: bool = False, **option
 
     calibration_inputs: sample inputs (a dict name -> array, a list of dicts, or one array
     for a single-input graph); None calibrates on random data with a warning."""
-    from .passes.quantize import quantize as _quantize
     return _quantize(graph, calibration_inputs, per_channel=per_channel, **options)
 
 

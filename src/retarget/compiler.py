@@ -23,12 +23,15 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .errors import RetargetError, TargetError
+from .frontend.onnx import load_onnx
 from .frontend.onnx_quantized import QDQ_OPS, convert_quantized
 from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
+from .passes import GRAPH_PASSES
 from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
 from .passes.partition import partition
+from .passes.quantize import quantize
 from .runtime.module import Module
 from .targets.base import Target
 from .targets.registry import get_target
@@ -54,8 +57,7 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     """
     # 1. the graph: load a model file if given a path
     if not isinstance(graph, Graph):
-        from . import load
-        graph = load(graph)
+        graph = load_onnx(graph)
     # 2. the target, with its config resolved (preset, file, overrides)
     tgt = get_target(target, config)
     # 3. type every value (a copy: the caller's graph is left alone); support rules, MAC
@@ -107,10 +109,17 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
     """`graph` (typed) in the form `target`'s rules read: converted from a pre-quantised
     (QDQ) model or quantised into `target.number_format` (calibrated on `calibration`: a dict
     name -> array, a list of such dicts, or an array split along axis 0; None calibrates on
-    random data with a warning), then rewritten by `target.prepare`, typed and sorted. An
+    random data with a warning), then rewritten by the shared passes the target declares
+    (`target.graph_passes()`, run here in order) and by `target.prepare`, typed and sorted. An
     already-integer graph is not quantised again."""
     graph = to_number_format(graph, target, calibration)
-    rewritten = target.prepare(graph)
+    rewritten = graph
+    for name in target.graph_passes():
+        if name not in GRAPH_PASSES:
+            raise TargetError(f"target {target.name!r} asks for graph pass {name!r}; known "
+                              f"passes: {', '.join(sorted(GRAPH_PASSES))}")
+        rewritten = GRAPH_PASSES[name](rewritten)
+    rewritten = target.prepare(rewritten)
     if rewritten is not graph:
         rewritten = infer_shapes(rewritten)
     rewritten.toposort()
@@ -127,7 +136,6 @@ def to_number_format(graph: Graph, target: Target, calibration: Any = None) -> G
         return _convert_prequantized(graph, target)
     if any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
            and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
-        from .passes.quantize import quantize  # needs the op table: import when used
         return quantize(graph, calibration, per_channel=fmt.per_channel, scales=fmt.scales)
     return graph
 

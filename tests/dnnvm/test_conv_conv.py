@@ -1,4 +1,4 @@
-"""The CONV -> CONV vertical fusion (issue 13): the first conv's int8 result kept in the output
+"""The CONV -> CONV vertical fusion: the first conv's int8 result kept in the output
 buffer, the second conv reading it from there (CONV in_buf=OUT, its border padding as the
 CONV's own zero rows / columns), only the second conv's result saved; with a residual add
 fused after it (conv_conv_add). Bit-exact against the unfused references on every preset,

@@ -1,4 +1,4 @@
-"""CONV -> CONV with streamed weights (issue 13): a pair whose two convs' weights do not fit the
+"""CONV -> CONV with streamed weights: a pair whose two convs' weights do not fit the
 weight buffer at once is fused with both convs' weights streamed through the two weight slots
 (each chunk of the first conv's per intermediate chunk, each output chunk of the second conv's
 for every intermediate chunk at once, stored chunk-major), the second conv's output chunks

@@ -320,7 +320,11 @@ def test_disasm_listing_and_cli(tmp_path, capsys):
         assert "config 1x32" in out and f"from {meta}" in out and "# micro-ops: 1" in out
 
     (tmp_path / "bad.bin").write_bytes(bytes([6]) + bytes(15))
+    # a raw file nothing saved beside it identifies: refused unless --target says whose it is
     args = parser.parse_args(["disasm", str(tmp_path / "bad.bin")])
+    with pytest.raises(TargetError, match="give --target"):
+        args.func(args)
+    args = parser.parse_args(["disasm", str(tmp_path / "bad.bin"), "--target", "vta"])
     with pytest.raises(IsaError, match="instruction 0: unknown opcode 6"):
         args.func(args)
 

@@ -1,11 +1,11 @@
-"""The compiled output does not change when the compiler gets faster (issue 17).
+"""The compiled output does not change when the compiler gets faster.
 
 Small zoo networks are compiled for vta on the default presets and saved; the SHA-256 of each
 artifact's instruction streams, micro-op images, program and kernel JSON, the quantised graph
 and every constant array (weights, biases: the DRAM image's contents) is compared with the
 digest pinned below.
 
-The pinned digests were produced BEFORE the compile-speed work of issue 17 (tree at commit
+The pinned digests were produced BEFORE the compile-speed work (tree at commit
 7b7d651, no speed changes applied) by running this file as a script:
 
     python tests/vta/test_compile_identical.py
@@ -85,7 +85,7 @@ def artifact_digest(key: str, preset: str) -> str:
     return h.hexdigest()
 
 
-# Produced by `python tests/vta/test_compile_identical.py` before the issue-17 speed changes.
+# Produced by `python tests/vta/test_compile_identical.py` before the compile-speed changes.
 DIGESTS = {
     ('resnet18', 'pynq'):
         '205278820f8dec515fcc6a68d9a75b6c9cca359d6bf8433804d20bd876376e5d',

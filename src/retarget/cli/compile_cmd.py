@@ -1,52 +1,19 @@
 """`retarget compile MODEL --target T [-o DIR]`: partition and lower a model, print where every
 node runs, and write the Module artifact.
 
-Also home of `run_compiled(args)`, the compiled-run path behind
-`retarget run DIR|MODEL --target T [--check] [--report ...]` (wired into run_cmd.py), and of the shared
-`--plugin` option that loads a target defined outside retarget (a Python file the user names,
-e.g. examples/toy_accelerator.py; artifacts themselves never contain code).
+The options it shares with `run --target` and `report` (including `--plugin`, which loads a
+target defined outside retarget: a Python file the user names, e.g. examples/toy_accelerator.py;
+artifacts themselves never contain code) are in compile_options.py.
 """
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-import numpy as np
-
-from ..errors import InputError, TargetError
-from ..targets.registry import load_plugin
-from .arrays import load_array_file
-
-
-def add_target_options(p: argparse.ArgumentParser, *, target_required: bool) -> None:
-    """--target, --config KEY=VALUE, --plugin FILE: shared by compile and the compiled run."""
-    p.add_argument("--target", "-t", required=target_required, default=None,
-                   help="target name, name:preset, or a .toml/.json config file "
-                        "(see `retarget targets`)")
-    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a target config field (repeatable)")
-    p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
-                   help="Python file defining and registering a target (repeatable)")
-
-
-def add_verify_option(p: argparse.ArgumentParser) -> None:
-    """--no-verify: load a module artifact without comparing its files' SHA-256 sums."""
-    p.add_argument("--no-verify", action="store_true",
-                   help="load a compiled module without checking its files' SHA-256 sums "
-                        "(sizes, file kinds and structure are still checked)")
-
-
-def add_compile_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cpu-node", action="append", default=[], metavar="NAME",
-                   help="force node(s) onto the CPU; glob patterns allowed (repeatable)")
-    p.add_argument("--min-region-macs", type=int, default=None, metavar="N",
-                   help="offload only regions of at least N MACs (default: the target's rule)")
-    p.add_argument("--calibration", default=None, metavar="FILE.npz",
-                   help="calibration inputs for targets that quantise (vta, dnnvm): arrays by input "
-                        "name, batches along axis 0 (default: random data, with a warning)")
-    p.add_argument("--fusion", default=None, choices=("none", "greedy", "optimized"),
-                   help="group layers into units lowered as one (docs/fusion.md); default: "
-                        "optimized for targets that declare fusion templates (dnnvm), else none")
+from ..frontend.onnx import read_onnx
+from ..frontend.onnx_quantized import QDQ_OPS, format_qdq_error, qdq_error
+from ..runtime.check import random_inputs
+from .compile_options import add_compile_options, add_target_options, compile_from_args
+from .report_options import add_report_options, check_report_paths, emit_report, wants_report
 
 
 def register(subparsers) -> None:
@@ -61,63 +28,11 @@ def register(subparsers) -> None:
                    help="write the compiled module to DIR (a directory of JSON + .npz)")
     p.add_argument("--export-regions", default=None, metavar="FILE.json",
                    help="also export the offloaded regions as JSON for an outside compiler")
-    from .report_cmd import add_report_options
     add_report_options(p, flag=True)
     p.set_defaults(func=run_compile)
 
 
-def load_plugins(paths: list[str]) -> None:
-    for path in paths:
-        load_plugin(path)
-
-
-def parse_overrides(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise TargetError(f"--config {item!r}: expected KEY=VALUE")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def compile_from_args(args: argparse.Namespace):
-    from ..compiler import compile
-    load_plugins(args.plugin)
-    model = args.model
-    if getattr(args, "input_shape", None):   # bind shapes before compiling, as `run` does
-        from .inspect_cmd import load_model
-        model = load_model(args.model, args.input_shape)
-    return compile(model, args.target or "cpu", cpu_nodes=args.cpu_node,
-                   min_region_macs=args.min_region_macs, config=parse_overrides(args.config),
-                   calibration=read_calibration(getattr(args, "calibration", None)),
-                   fusion=getattr(args, "fusion", None))
-
-
-def read_calibration(path: str | None):
-    """--calibration FILE.npz -> a dict input name -> array (split into batches by the
-    quantiser), or None. A single unnamed array (.npy) is passed as it is."""
-    if path is None:
-        return None
-    data = load_array_file(path, f"--calibration {path}")
-    if isinstance(data, np.ndarray):
-        return data
-    arrays = data
-    if not arrays:
-        raise InputError(f"--calibration {path}: holds no arrays")
-    return _split_batches(arrays)
-
-
-def _split_batches(arrays: dict):
-    # One array per input, each a stack of samples: the quantiser takes a bare array for a
-    # single-input graph; for several inputs, keep the dict (one batch).
-    if len(arrays) == 1:
-        return next(iter(arrays.values()))
-    return arrays
-
-
 def run_compile(args: argparse.Namespace) -> int:
-    from .report_cmd import check_report_paths, emit_report, wants_report
     check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
@@ -144,103 +59,11 @@ def _print_prequantized_error(model_path: str, module) -> None:
     fmt = module.target.number_format
     if fmt is None or fmt.scales != "multiplier" or not str(model_path).endswith(".onnx"):
         return
-    from ..frontend.onnx import read_onnx
-    from ..frontend.onnx_quantized import QDQ_OPS, format_qdq_error, qdq_error
-    from .run_cmd import complete_inputs
     model = read_onnx(model_path)
     if not any(n.op_type in QDQ_OPS for n in model.graph.node):
         return
-    inputs = [complete_inputs(module.graph, {}, random=True, seed=s) for s in range(4)]
+    inputs = [random_inputs(module.graph, s) for s in range(4)]
     print(format_qdq_error(qdq_error(model, module.graph, inputs)) +
           "\n  (4 seeded random inputs; the compiled module equals the integer graph exactly)")
 
 
-# ---- the compiled run --------------------------------------------------------------------------
-def _check_per_layer(module, inputs, dump: str | None) -> int:
-    """`--per-layer`: every hardware layer against the integer reference (1: one differs)."""
-    from ..runtime.per_layer import check_layers, format_checks, save_checks
-    if not getattr(module.target, "bit_exact", False):
-        raise InputError(f"--per-layer compares layers bit for bit; target "
-                         f"{module.target.name!r} is not bit-exact")
-    try:
-        checks = check_layers(module, inputs)
-    except NotImplementedError as e:
-        raise TargetError(f"--per-layer: {e}") from None
-    print(format_checks(checks))
-    if dump:
-        save_checks(checks, dump)
-        print(f"wrote {dump}")
-    return 0 if all(c.ok for c in checks) else 1
-
-
-def run_compiled(args: argparse.Namespace) -> int:
-    """Run a module artifact directory (args.model is a DIR) or compile MODEL for args.target
-    and run it. Prints the outputs' summary (and the profile); with args.check, compares with
-    the CPU reference and returns 1 when they differ."""
-    from ..runtime.executor import format_profile
-    from ..runtime.module import Module
-    from ..ops.reference import run_graph
-    from .report_cmd import check_report_paths, emit_report, wants_report
-    from .run_cmd import complete_inputs, read_input_files
-
-    check_report_paths(args)
-    if getattr(args, "per_layer", False) and not args.check:
-        raise InputError("--per-layer is part of --check: give both")
-    if getattr(args, "dump_layers", None) and not getattr(args, "per_layer", False):
-        raise InputError("--dump-layers saves what --per-layer computes: give --check "
-                         "--per-layer too")
-    path = Path(args.model)
-    if path.is_dir():
-        load_plugins(getattr(args, "plugin", []))
-        if args.target:
-            raise TargetError(f"{path} is a compiled module (for its own target); "
-                              f"--target applies to model files only")
-        if getattr(args, "input_shape", None):
-            raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
-                             f"were fixed when it was compiled; recompile the model to change them")
-        if getattr(args, "fusion", None):
-            raise InputError(f"--fusion: {path} is a compiled module, whose layers were grouped "
-                             f"when it was compiled; recompile the model to change that")
-        module = Module.load(path, verify=not getattr(args, "no_verify", False))
-    else:
-        module = compile_from_args(args)
-    # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled
-    # module is usually run to check it, for which any input will do).
-    given = read_input_files(args.input, [v.name for v in module.graph.inputs])
-    inputs = complete_inputs(module.graph, given, random=True, seed=args.seed)
-    outputs = module.run(inputs)
-    for name, a in outputs.items():
-        print(f"{name}: {a.dtype}{list(a.shape)} mean={float(np.mean(a)):.6g} "
-              f"min={float(np.min(a)) if a.size else 0:.6g} max={float(np.max(a)) if a.size else 0:.6g}")
-    if getattr(args, "output", None):
-        from .run_cmd import save_outputs
-        save_outputs(outputs, args.output)
-        print(f"wrote {args.output}")
-    if getattr(args, "profile", False):
-        print(format_profile(module.profile))
-    if wants_report(args):   # the cycle model's figures, beside this run's measured host times
-        print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    status = 0
-    if args.check:
-        # The reference runs the module's own graph: for a quantising target (vta) that is the
-        # integer graph, which the accelerator must reproduce bit for bit.
-        exact = bool(getattr(module.target, "bit_exact", False))
-        rtol = float(getattr(module.target, "check_rtol", 1e-5))
-        ref = run_graph(module.graph, inputs)
-        for name, a in outputs.items():
-            r = ref[name]
-            if exact:
-                same = a.shape == r.shape and a.dtype == r.dtype and np.array_equal(a, r)
-            else:
-                scale = max(1.0, float(np.max(np.abs(r)))) if r.size else 1.0
-                same = a.shape == r.shape and np.allclose(a, r, rtol=rtol, atol=rtol * scale)
-            diff = float(np.max(np.abs(a.astype(np.float64) - r))) if a.shape == r.shape and a.size else 0.0
-            verdict = ("bit-exact vs the integer reference" if exact else
-                       f"ok within rtol {rtol:g}") if same else "MISMATCH"
-            print(f"check {name}: {verdict} (max abs diff {diff:.3g})")
-            status |= 0 if same else 1
-        if getattr(args, "per_layer", False):
-            status |= _check_per_layer(module, inputs, getattr(args, "dump_layers", None))
-    module.close()
-    return status

@@ -21,6 +21,11 @@ import time
 import numpy as np
 
 from ..errors import InputError
+from .report_options import add_report_options, check_report_paths, emit_report
+from ..compiler import compile
+from ..data import DIGITS_INPUT, DIGITS_OUTPUT, digits_calibration, digits_test, load_digits_model
+from ..ops.reference import run_graph
+from ..runtime.check import outputs_match
 
 ACCURACY_TOLERANCE = 1.0   # percentage points int8 may lose against float
 
@@ -45,7 +50,6 @@ def register(subparsers) -> None:
                    help="images per simulator run (default 40)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use only the first N held-out images")
-    from .report_cmd import add_report_options
     add_report_options(p, flag=False)
     p.set_defaults(func=run_demo)
 
@@ -57,20 +61,8 @@ def _target_spec(target: str, config: str | None) -> str:
     return config if config.endswith((".json", ".toml")) else f"{target}:{config}"
 
 
-def _same(out: np.ndarray, ref: np.ndarray, target) -> bool:
-    """Bit for bit on an integer target; within its check_rtol on a float one."""
-    if target.bit_exact:
-        return np.array_equal(out, ref)
-    scale = max(1.0, float(np.max(np.abs(ref)))) if ref.size else 1.0
-    return np.allclose(out, ref, rtol=target.check_rtol, atol=target.check_rtol * scale)
-
-
 def run_demo(args: argparse.Namespace) -> int:
-    from ..compiler import compile
-    from ..data import DIGITS_INPUT, DIGITS_OUTPUT, digits_calibration, digits_test, load_digits_model
-    from ..ops.reference import run_graph
 
-    from .report_cmd import check_report_paths, emit_report
     if args.batch < 1:
         raise InputError(f"--batch must be >= 1, got {args.batch}")
     check_report_paths(args)
@@ -112,7 +104,7 @@ def run_demo(args: argparse.Namespace) -> int:
             for k, v in prof.counters.items():
                 counters[k] = counters.get(k, 0) + v
         ref = run_graph(module.graph, feed)[DIGITS_OUTPUT]
-        exact += n if _same(sim, ref, target) else 0
+        exact += n if outputs_match(target, sim, ref) else 0
         int8_pred.append(np.argmax(sim[:n], axis=1))
     # Where the time goes, per layer, by the cycle model (no data needed); the file options
     # (--csv/--json/--roofline/--trace) write the full report.
@@ -133,7 +125,7 @@ def run_demo(args: argparse.Namespace) -> int:
     print(f"top-1 float (reference)      {acc_float:6.2f} %")
     number = "int8" if target.number_format is not None else "float"
     device = " simulator" if target.bit_exact else ""     # the float targets run natively
-    label = f"top-1 {number} ({'VTA' if args.target == 'vta' else args.target}{device})"
+    label = f"top-1 {number} ({target.name}{device})"
     print(f"{label:<28} {acc_int8:6.2f} %   (difference "
           f"{acc_float - acc_int8:+.2f} points, tolerance {ACCURACY_TOLERANCE})")
     print(f"bit-exact vs the integer reference: {exact}/{len(x)} images" if target.bit_exact

@@ -12,6 +12,13 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError, TargetError
+from ..targets.space import PARTS, load_space_file
+from ..targets.registry import get_target
+from ..explore import Problem, explore, spot_check
+from ..explore.plot import write_pareto
+from ..explore.runner import parse_objectives
+from .compile_options import read_calibration
+from ..table import format_table
 
 
 def register(subparsers) -> None:
@@ -58,8 +65,6 @@ def register(subparsers) -> None:
 
 
 def _space(args):
-    from ..targets.space import load_space_file
-    from ..targets.registry import get_target
     name, _, preset = args.target.partition(":")
     tgt = get_target(args.target)
     space = type(tgt).design_space(preset or None)
@@ -71,10 +76,6 @@ def _space(args):
 
 
 def run_explore(args: argparse.Namespace) -> int:
-    from ..explore import Problem, explore, spot_check
-    from ..explore.plot import write_pareto
-    from ..explore.runner import parse_objectives
-    from .compile_cmd import read_calibration
     objectives = parse_objectives(args.objective)
     if args.plot and Path(args.plot).suffix.lower() not in (".svg", ".png"):
         raise InputError(f"--plot {args.plot}: give a .svg or .png file")
@@ -136,8 +137,6 @@ def summary(result) -> str:
 
 
 def front_table(result) -> str:
-    from ..targets.space import PARTS
-    from ..table import format_table
     names = list(result.space.params)
     short = {n: n.replace("log_", "").replace("_buff_size", "").replace("_buf_bytes", "")
              for n in names}
@@ -155,7 +154,6 @@ def front_table(result) -> str:
 
 
 def checks_table(checks) -> str:
-    from ..table import format_table
     return format_table(["point", "simulator", "s"],
                         [[", ".join(f"{k}={v}" for k, v in c["config"].items()), c["verdict"],
                           f"{c['seconds']:.1f}"] for c in checks],

@@ -3,8 +3,8 @@
 its outputs; `--check-ort` also runs it on onnxruntime and compares (frontend/ort_check.py).
 
 With `--target T` (or a compiled module directory as MODEL) the model is compiled and run
-through `compile_cmd.run_compiled` instead; there `--report`, `--csv F`, `--json F`,
-`--roofline F.svg` and `--trace F.json` add the cycle model's report (cli/report_cmd.py).
+through `run_compiled` below instead; there `--report`, `--csv F`, `--json F`,
+`--roofline F.svg` and `--trace F.json` add the cycle model's report (cli/report_options.py).
 """
 from __future__ import annotations
 
@@ -13,14 +13,20 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, TargetError
+from ..frontend.onnx import read_onnx
 from ..frontend.ort_check import DEFAULT_TOLERANCE, compare_with_onnxruntime, format_diffs
 from ..ir.graph import Graph
-from ..limits import check_tensor_bytes
+from ..ops.reference import run_graph
+from ..runtime.check import check_outputs, random_inputs
+from ..runtime.executor import format_profile
+from ..runtime.module import Module
+from ..runtime.per_layer import check_layers, format_checks, save_checks
 from .arrays import load_array_file
-from .compile_cmd import add_compile_options, add_target_options, add_verify_option, run_compiled
+from .compile_options import (add_compile_options, add_target_options, add_verify_option,
+                              compile_from_args, load_plugins)
 from .inspect_cmd import add_input_shape_option, load_model, model_input_names
-from .report_cmd import add_report_options, wants_report
+from .report_options import add_report_options, check_report_paths, emit_report, wants_report
 
 TOP_K = 5
 
@@ -41,7 +47,7 @@ def register(subparsers) -> None:
     p.add_argument("--output", "-o", default=None, metavar="FILE.npy|FILE.npz",
                    help="save the outputs: .npy for a one-output model, .npz by output name")
     add_input_shape_option(p)
-    # The compiled path (compile_cmd.run_compiled) reads these.
+    # The compiled path (run_compiled) reads these.
     add_target_options(p, target_required=False)
     add_compile_options(p)
     add_verify_option(p)
@@ -73,12 +79,10 @@ def run_model(args: argparse.Namespace) -> int:
     if wants_report(args):
         raise InputError("--report/--csv/--json/--roofline/--trace time a compiled module: "
                          "give --target vta (or a compiled module directory)")
-    from ..frontend.onnx import read_onnx
     model = read_onnx(args.model)
     given = read_input_files(args.input, model_input_names(model))
     graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
     inputs = complete_inputs(graph, given, args.random, args.seed)
-    from ..ops.reference import run_graph
     outputs = run_graph(graph, inputs)
     print(summarize_outputs(outputs))
     if args.output:
@@ -139,25 +143,13 @@ def _dynamic_bindings(model, given: dict[str, np.ndarray]) -> dict[str, tuple[in
 def complete_inputs(graph: Graph, given: dict[str, np.ndarray], random: bool,
                     seed: int) -> dict[str, np.ndarray]:
     """The given arrays plus, with `random`, seeded random data for the other inputs."""
-    missing = [v for v in graph.inputs if v.name not in given]
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InputError(f"--seed {seed!r}: expected a non-negative integer")
-    for v in missing:   # refuse a huge declared input before allocating it
-        check_tensor_bytes(f"random data for input {v.name!r}", v.type.shape, v.type.dtype)
+    missing = [v for v in graph.inputs if v.name not in given]
     if missing and not random:
         raise InputError(f"no data for input(s) {[f'{v.name}: {v.type}' for v in missing]}; "
                          f"give --input NAME=FILE.npy or --random")
-    rng = np.random.default_rng(seed)
-    inputs = dict(given)
-    for v in missing:
-        dt = np.dtype(v.type.dtype)
-        if dt.kind == "f":
-            inputs[v.name] = rng.standard_normal(v.type.shape).astype(dt)
-        elif dt.kind == "b":
-            inputs[v.name] = rng.integers(0, 2, v.type.shape).astype(dt)
-        else:  # small non-negative integers: valid as indices and token ids alike
-            inputs[v.name] = rng.integers(0, 10, v.type.shape).astype(dt)
-    return inputs
+    return random_inputs(graph, seed, given)
 
 
 def is_classifier_output(a: np.ndarray) -> bool:
@@ -194,3 +186,75 @@ def save_outputs(outputs: dict[str, np.ndarray], path: str) -> None:
         np.savez(path, **outputs)
     else:
         raise InputError(f"--output {path}: expected a .npy or .npz file name")
+
+
+# ---- the compiled run --------------------------------------------------------------------------
+def _check_per_layer(module, inputs, dump: str | None) -> int:
+    """`--per-layer`: every hardware layer against the integer reference (1: one differs)."""
+    if not getattr(module.target, "bit_exact", False):
+        raise InputError(f"--per-layer compares layers bit for bit; target "
+                         f"{module.target.name!r} is not bit-exact")
+    try:
+        checks = check_layers(module, inputs)
+    except NotImplementedError as e:
+        raise TargetError(f"--per-layer: {e}") from None
+    print(format_checks(checks))
+    if dump:
+        save_checks(checks, dump)
+        print(f"wrote {dump}")
+    return 0 if all(c.ok for c in checks) else 1
+
+
+def run_compiled(args: argparse.Namespace) -> int:
+    """Run a module artifact directory (args.model is a DIR) or compile MODEL for args.target
+    and run it. Prints the outputs' summary (and the profile); with args.check, compares with
+    the CPU reference and returns 1 when they differ."""
+
+    check_report_paths(args)
+    if getattr(args, "per_layer", False) and not args.check:
+        raise InputError("--per-layer is part of --check: give both")
+    if getattr(args, "dump_layers", None) and not getattr(args, "per_layer", False):
+        raise InputError("--dump-layers saves what --per-layer computes: give --check "
+                         "--per-layer too")
+    path = Path(args.model)
+    if path.is_dir():
+        load_plugins(getattr(args, "plugin", []))
+        if args.target:
+            raise TargetError(f"{path} is a compiled module (for its own target); "
+                              f"--target applies to model files only")
+        if getattr(args, "input_shape", None):
+            raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
+                             f"were fixed when it was compiled; recompile the model to change them")
+        if getattr(args, "fusion", None):
+            raise InputError(f"--fusion: {path} is a compiled module, whose layers were grouped "
+                             f"when it was compiled; recompile the model to change that")
+        module = Module.load(path, verify=not getattr(args, "no_verify", False))
+    else:
+        module = compile_from_args(args)
+    # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled
+    # module is usually run to check it, for which any input will do).
+    given = read_input_files(args.input, [v.name for v in module.graph.inputs])
+    inputs = complete_inputs(module.graph, given, random=True, seed=args.seed)
+    outputs = module.run(inputs)
+    for name, a in outputs.items():
+        print(f"{name}: {a.dtype}{list(a.shape)} mean={float(np.mean(a)):.6g} "
+              f"min={float(np.min(a)) if a.size else 0:.6g} max={float(np.max(a)) if a.size else 0:.6g}")
+    if getattr(args, "output", None):
+        save_outputs(outputs, args.output)
+        print(f"wrote {args.output}")
+    if getattr(args, "profile", False):
+        print(format_profile(module.profile))
+    if wants_report(args):   # the cycle model's figures, beside this run's measured host times
+        print()
+        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
+    status = 0
+    if args.check:
+        # The reference runs the module's own graph: for a quantising target (vta) that is the
+        # integer graph, which the accelerator must reproduce bit for bit.
+        for c in check_outputs(module.target, outputs, run_graph(module.graph, inputs)):
+            print(f"check {c.name}: {c.verdict()} (max abs diff {c.max_abs_diff:.3g})")
+            status |= 0 if c.ok else 1
+        if getattr(args, "per_layer", False):
+            status |= _check_per_layer(module, inputs, getattr(args, "dump_layers", None))
+    module.close()
+    return status

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from ..targets.registry import describe_targets
+from .compile_options import load_plugins
 
 
 def register(subparsers) -> None:
@@ -16,8 +18,6 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..targets.registry import describe_targets
-    from .compile_cmd import load_plugins
     load_plugins(args.plugin)
     targets = describe_targets()
     if args.json:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from ..frontend.onnx import load_onnx
 
 DATA_DIR = Path(__file__).resolve().parent
 DIGITS_MODEL = DATA_DIR / "digits_cnn.onnx"
@@ -36,5 +37,4 @@ def digits_calibration() -> np.ndarray:
 
 def load_digits_model(batch: int = 1):
     """The shipped digits CNN as a Graph with the given batch size."""
-    from ..frontend.onnx import load_onnx
     return load_onnx(DIGITS_MODEL, input_shapes={DIGITS_INPUT: (batch, 1, 8, 8)})

@@ -18,6 +18,12 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import InputError, RetargetError
+from ..compiler import compile, to_number_format
+from ..passes.infer_shapes import infer_shapes
+from ..targets.registry import get_target
+from ..frontend.onnx import import_model, read_onnx
+from .. import zoo
+from ..report.module import module_report
 
 
 @dataclass
@@ -35,9 +41,6 @@ class Problem:
         """Import `model` (an ONNX file, or zoo:NAME[:WIDTH] for a zoo network), bind its
         input to `size` x `size` when given, and quantise it into the target's number format
         (calibrated on `calibration`, or one seeded random batch)."""
-        from ..compiler import to_number_format
-        from ..passes.infer_shapes import infer_shapes
-        from ..targets.registry import get_target
         graph = load_model(model, size)
         tgt = get_target(target)
         g = infer_shapes(graph)
@@ -52,7 +55,6 @@ class Problem:
 
     def compile(self, config: Mapping[str, Any]):
         """The Module of one point (RetargetError when the point cannot be compiled)."""
-        from ..compiler import compile
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return compile(self.graph, self.target, config={**self.fixed, **config})
@@ -60,9 +62,7 @@ class Problem:
 
 def load_model(model: str, size: int | None):
     """An ONNX path or zoo:NAME[:WIDTH] (a zoo network with seeded random weights) as a Graph."""
-    from ..frontend.onnx import import_model, read_onnx
     if model.startswith("zoo:"):
-        from .. import zoo
         _, name, *rest = model.split(":")
         kwargs = {"size": size or 224}
         if rest:
@@ -90,7 +90,6 @@ def evaluate(problem: Problem, config: Mapping[str, Any]) -> dict:
     """Compile `config` and time it with the cycle model. Returns the measured part of a
     results record: status "ok" with cycles, latency and placement, or "error" with the
     reason (a point that cannot be compiled never raises)."""
-    from ..report.module import module_report
     t0 = time.perf_counter()
     out: dict[str, Any] = {}
     try:

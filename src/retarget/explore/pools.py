@@ -120,7 +120,7 @@ _RAY_PROBLEMS: dict[str, ev.Problem] = {}
 def _ray_evaluate(problem_ref: list, config: dict) -> dict:
     """A Ray task: the problem travels as one object (wrapped in a list so that Ray does not
     resolve it for every task) and is kept per worker process after the first point."""
-    import ray
+    import ray   # optional heavy dependency (the explore extra): imported only when used
     ref = problem_ref[0]
     key = ref.hex()
     problem = _RAY_PROBLEMS.get(key)
@@ -135,7 +135,7 @@ class RayPool:
     name = "ray"
 
     def __init__(self, problem: ev.Problem, workers: int, address: str | None = None):
-        try:
+        try:   # optional heavy dependency (the explore extra): imported only when used
             import ray
         except ImportError:
             raise InputError("--ray needs the ray package (pip install 'retarget[explore]' "

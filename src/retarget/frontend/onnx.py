@@ -25,6 +25,10 @@ from ..errors import GraphError, InputError, ModelLoadError, UnsupportedOpError
 from ..ir.graph import Graph, Node, Value, constant
 from ..ir.types import DTYPES, TensorType
 from .onnx_upgrades import upgrade_node
+from ..ops.registry import OPS
+from ..passes.verify import verify
+from ..passes.simplify import simplify as _simplify
+from ..passes.infer_shapes import infer_shapes
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +223,6 @@ def from_onnx_model(model: onnx.ModelProto,
 
     Raises UnsupportedOpError listing every unsupported op, GraphError for undefined or doubly
     defined values, InputError for input shapes that do not fit the model."""
-    from ..ops.registry import OPS
     input_shapes = dict(input_shapes or {})
     opset = opset_of(model)
     if opset not in TESTED_OPSETS:
@@ -324,7 +327,6 @@ def from_onnx_model(model: onnx.ModelProto,
 
 def import_model(model: onnx.ModelProto, input_shapes=None, simplify: bool = True) -> Graph:
     """ModelProto -> verified, typed (and by default simplified) Graph."""
-    from ..passes.verify import verify
     try:
         graph = from_onnx_model(model, input_shapes)
     except (TypeError, KeyError, AttributeError, IndexError, UnicodeDecodeError) as e:
@@ -334,10 +336,8 @@ def import_model(model: onnx.ModelProto, input_shapes=None, simplify: bool = Tru
     graph.toposort()
     verify(graph, context="after ONNX import")
     if simplify:
-        from ..passes.simplify import simplify as _simplify
         graph = _simplify(graph)
     else:
-        from ..passes.infer_shapes import infer_shapes
         graph = infer_shapes(graph)
     verify(graph, context="after shape inference" + (" and simplify" if simplify else ""))
     return graph

@@ -52,6 +52,11 @@ from ..ops.quantized import (ACCUMULATING_OPS, INT8_MAX, INT8_MIN, ROUNDINGS, de
                              multiplier_shift)
 from ..passes.dce import eliminate_dead_code_inplace
 from ..passes.infer_shapes import infer_shapes
+from ..passes.verify import verify
+from .onnx import from_onnx_model, read_onnx
+from ..passes.simplify import simplify as _simplify
+from ..ops.reference import run_graph
+from .ort_check import matching_output, run_onnxruntime
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv")
 SCALES = ("pow2", "multiplier")
@@ -452,15 +457,12 @@ def load_quantized(model, input_shapes=None, *, rounding: str = "half_even",
     """Read a QDQ / QLinearConv ONNX model (path or ModelProto) into an integer Graph:
     import without folding, convert_quantized (`scales`: "pow2" or "multiplier"), then
     simplify."""
-    from ..passes.verify import verify
-    from .onnx import from_onnx_model, read_onnx
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
     graph = from_onnx_model(proto, input_shapes)
     graph.toposort()
     verify(graph, context="after ONNX import")
     g = convert_quantized(infer_shapes(graph), rounding=rounding, scales=scales)
     if simplify:
-        from ..passes.simplify import simplify as _simplify
         g = _simplify(g)
     return g
 
@@ -532,9 +534,6 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
     not quantised) and the fraction of elements that differ. This is the number to quote for
     scales="multiplier" ("error against onnxruntime's own result on the same file"); with
     power-of-two scales and half-even rounding it is 0."""
-    from ..ops.reference import run_graph
-    from .onnx import read_onnx
-    from .ort_check import matching_output, run_onnxruntime
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
     batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
     acc: dict[str, list] = {}

@@ -37,7 +37,7 @@ class OutputDiff:
 
 
 def run_onnxruntime(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    try:
+    try:   # optional heavy dependency (the test extra): imported only when used
         import onnxruntime as ort
     except ImportError:
         raise RetargetError("the onnxruntime check needs the onnxruntime package "

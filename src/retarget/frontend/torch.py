@@ -23,7 +23,7 @@ TORCH_EXPORT_OPSET = 17
 
 
 def _torch():
-    try:
+    try:   # optional heavy dependency (the torch extra): imported only when used
         import torch
     except ImportError:
         raise ImportError("the PyTorch frontend needs torch: pip install retarget[torch]") from None
@@ -62,7 +62,7 @@ def export_onnx(module, example_input, input_names: Sequence[str] | None = None,
 
 
 def _export_dynamo(torch, module, args, buf, names, opset) -> None:
-    try:
+    try:   # optional dependency of torch's dynamo exporter: imported only when used
         import onnxscript  # noqa: F401
     except ImportError:
         raise ModelLoadError("this torch has only the torch.export-based ONNX exporter, which "

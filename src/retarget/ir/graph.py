@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import GraphError
 from .types import TensorType
+from .printer import format_graph
 
 
 @dataclass(slots=True, eq=False)
@@ -185,5 +186,4 @@ class Graph:
         return f"Graph({self.name!r}, {len(self.nodes)} nodes)"
 
     def __str__(self) -> str:
-        from .printer import format_graph
         return format_graph(self)

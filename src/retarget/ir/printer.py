@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import Graph, Node, Value
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # annotations only: graph.py prints itself with this module
+    from .graph import Graph, Node, Value
 
 # Arrays in attributes up to this many elements are printed in full; larger ones are summarised.
 _SMALL_ARRAY = 8

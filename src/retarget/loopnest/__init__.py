@@ -1,4 +1,4 @@
-"""The loop-nest IR and what works on it (issue 14): ops lowered to loop nests, the
+"""The loop-nest IR and what works on it: ops lowered to loop nests, the
 buffering / loop-order / copy-insertion algorithms of swTVM, an interpreter that says what a
 nest means, and a C printer. Target-neutral: the `c` and Sunway targets generate code from it.
 

@@ -1,4 +1,4 @@
-"""Print a loop-nest Kernel as one C99 function (issue 14): what the `c` target compiles, and
+"""Print a loop-nest Kernel as one C99 function: what the `c` target compiles, and
 what the `sunway` target's CPE printer (targets/sunway/emit.py) builds on.
 
     void gemm(const float *restrict in0, const float *restrict in1, float *restrict out0)

@@ -1,4 +1,4 @@
-"""Graph ops lowered to loop nests (issue 14): what the ahead-of-time C targets (`c`,
+"""Graph ops lowered to loop nests: what the ahead-of-time C targets (`c`,
 `sunway`) generate each layer's code from.
 
     kernel = lower_node(node)      # a loopnest Kernel, or None for a view op

@@ -1,4 +1,4 @@
-"""Schedule primitives on loop-nest Kernels (issue 14): each is a pure function returning a new
+"""Schedule primitives on loop-nest Kernels: each is a pure function returning a new
 Kernel, and none changes what the kernel computes except where its docstring says the caller
 must know the transformation is legal (`reorder`).
 

@@ -24,6 +24,7 @@ from ..ir.types import TensorType
 from .common import broadcast_shapes
 from .nn import _conv_macs, conv, conv_window, exact_int32, pad_spatial
 from .registry import REQUIRED, OpDef, register
+from .pool import pool_window
 
 ROUNDINGS = ("half_up", "half_even")
 INT8_MIN, INT8_MAX = -128, 127
@@ -408,7 +409,6 @@ register(OpDef("QAddMul", qadd_mul, _qadd_mul_infer,
 def sum_pool(x, *, kernel_shape, strides, pads):
     """int -> int32: the sum of each window (zero padding), exactly. Average pooling in the
     multiplier + shift format is SumPool then RequantizeMul by s_x / (window size * s_y)."""
-    from .pool import pool_window
     win = pool_window("SumPool", x.shape, kernel_shape, strides, None, pads, "NOTSET", 0)
     xp = pad_spatial(np.asarray(x).astype(np.int64), win.pads_begin, win.pads_end, 0)
     total = np.zeros(x.shape[:2] + win.out, np.int64)
@@ -418,7 +418,6 @@ def sum_pool(x, *, kernel_shape, strides, pads):
 
 
 def _sum_pool_infer(attrs, types, consts):
-    from .pool import pool_window
     x = types[0]
     _need_int("SumPool", x)
     win = pool_window("SumPool", x.shape, attrs["kernel_shape"], attrs["strides"], None,

@@ -20,6 +20,7 @@ from ..errors import GraphError, RetargetError, node_context
 from ..ir.graph import Graph, Node
 from ..ir.types import TensorType
 from ..ops.registry import get_op, resolve_attrs
+from ..ops.reference import run_node
 
 # Ops left alone even with constant inputs: a DequantizeLinear of int8 weights is how a
 # quantised model says "these weights are int8"; folding would turn them back into float32.
@@ -40,7 +41,6 @@ def _shape_like(node: Node) -> list[np.ndarray] | None:
     # Run the op's own definition on a stand-in with x's shape and dtype: a broadcast view
     # of one element, so no tensor of x's size is allocated.
     stand_in = np.broadcast_to(np.zeros((), x.type.dtype), x.type.shape)
-    from ..ops.reference import run_node
     return run_node(node, [stand_in], fast=False)
 
 
@@ -62,7 +62,6 @@ def _evaluate(node: Node) -> list[np.ndarray] | None:
         return None
     if _too_big(node):
         return None
-    from ..ops.reference import run_node
     return run_node(node, [None if v is None else v.const for v in node.inputs], fast=False)
 
 

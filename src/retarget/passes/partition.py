@@ -1,6 +1,6 @@
 """Partitioning: decide where every node runs and group offloaded nodes into convex regions.
 
-Steps (the BYOC flow of papers/tvm-nvdla-byoc.txt: annotate, merge, hand regions over):
+Steps (the BYOC flow of Wu and Aggarwal, "Integrating TVM and NVDLA": annotate, merge, hand regions over):
 1. annotate: ask the target about every node (`Target.supports`); user overrides force
    nodes onto the CPU (names or glob patterns, e.g. "stem/*");
 2. merge: walk nodes in topological order and join each supported node to the region of one of

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..errors import GraphError, RetargetError, node_context
 from ..ir.graph import Graph, Node, Value
+from ..ops.registry import OPS, check_arity, resolve_attrs
 
 
 def _where(context: str) -> str:
@@ -100,7 +101,6 @@ def _raise_order_or_cycle(graph: Graph, user: Node, v: Value, prod: Node, where:
 
 
 def _check_node(n: Node, where: str, check_types: bool) -> None:
-    from ..ops.registry import OPS, check_arity, resolve_attrs
     opdef = OPS.get(n.op)
     if opdef is None:
         raise GraphError(f"{node_context(n)}: unknown op {n.op!r}{where}")

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from ..errors import TargetError
 from .layers import LayerRow, make_row, total_row
 from ..table import format_table, si
+from .layers import format_layers
+from .trace import trace_events
+from .roofline import write_roofline
 
 CPU = "cpu"
 
@@ -105,7 +108,6 @@ class ModuleReport:
 
     def table(self) -> str:
         """Per-region layer tables, then the region summary and the network line."""
-        from .layers import format_layers
         out = [self.header(), ""]
         for r in self.modelled:
             out.append(format_layers(r.layers, total=r.total,
@@ -208,7 +210,6 @@ class ModuleReport:
         """A Chrome/Perfetto trace: one process per modelled region, placed one after the
         other on one timeline in execution order, each with load/compute/store tracks and a
         layer track; a first process holds one slice per region."""
-        from .trace import trace_events
         us = 1.0 / self.config.clock_mhz
         events: list[dict] = [
             {"ph": "M", "pid": 1, "name": "process_name",
@@ -246,7 +247,6 @@ class ModuleReport:
 
     def write_roofline(self, path: str) -> None:
         """Each modelled layer with MACs on the roofline (.svg by hand, .png via matplotlib)."""
-        from .roofline import write_roofline
         series = {name: [x for x in rows if x.macs > 0]
                   for name, rows in self.layer_rows().items()}
         series = {k: v for k, v in series.items() if v}

@@ -118,7 +118,7 @@ def roofline_svg(data, title: str = "Roofline") -> str:
 
 def pyplot(what: str):
     """matplotlib.pyplot on the Agg backend, or an ImportError saying `what` needs it."""
-    try:
+    try:   # optional heavy dependency (the plot extra): imported only when used
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt

@@ -122,9 +122,9 @@ def _sha256(path: Path, limit: int | None = None) -> str:
 
 
 def load_module(directory: str | Path, verify: bool = True):
-    """Read an artifact directory written by save_module. `verify=False` skips the SHA-256
-    comparison (sizes, file kinds and every structural check still run)."""
-    from .module import Module
+    """Read an artifact directory written by save_module: the graph, target, regions, kernels
+    and placement report a Module is made of (Module.load builds it). `verify=False` skips the
+    SHA-256 comparison (sizes, file kinds and every structural check still run)."""
     src = Path(directory)
     manifest = _read_manifest(src)
     _check_manifest(src, manifest)
@@ -180,7 +180,7 @@ def load_module(directory: str | Path, verify: bool = True):
     except (KeyError, TypeError, ValueError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
                              f"({type(e).__name__}: {e})") from None
-    return Module(graph, target, regions, kernels, report)
+    return graph, target, regions, kernels, report
 
 
 def _read_manifest(src: Path) -> dict:

@@ -21,6 +21,9 @@ import numpy as np
 from ..ir.graph import Graph
 from ..passes.partition import PlacementReport
 from ..targets.base import Kernel, Region, Target
+from ..targets.external.export import export_regions
+from .artifact import load_module, save_module
+from .executor import Executor
 
 
 @dataclass(slots=True, eq=False)
@@ -42,7 +45,6 @@ class Module:
         from many threads at once (runtime/executor.py says how)."""
         with self._lock:   # one executor (one device, kernels uploaded once) per module
             if self._executor is None:
-                from .executor import Executor
                 self._executor = Executor(self)
             executor = self._executor
         return executor.run(inputs)
@@ -50,7 +52,6 @@ class Module:
     def bind(self, device) -> None:
         """Run on `device` from now on, e.g. one device shared by several modules. The module
         does not own it: close() releases the kernels' memory on it but leaves it running."""
-        from .executor import Executor
         with self._lock:
             if self._executor is not None:
                 self._executor.close()
@@ -63,7 +64,6 @@ class Module:
 
     def save(self, directory: str | Path) -> Path:
         """Write the artifact directory (see runtime/artifact.py); returns its path."""
-        from .artifact import save_module
         return save_module(self, directory)
 
     @staticmethod
@@ -71,12 +71,10 @@ class Module:
         """Read an artifact directory written by `save`. Loads JSON and .npz only, after
         checking every file against the sizes and SHA-256 sums in its manifest (`verify=False`
         skips the sums, not the other checks)."""
-        from .artifact import load_module
-        return load_module(directory, verify=verify)
+        return Module(*load_module(directory, verify=verify))
 
     def export_regions(self, path: str | Path) -> Path:
         """Write the offloaded regions as JSON for an outside compiler (docs/partitioning.md)."""
-        from ..targets.external.export import export_regions
         return export_regions(self, path)
 
     def close(self) -> None:

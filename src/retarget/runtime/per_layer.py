@@ -14,6 +14,8 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import TargetError
+from ..ops.reference import run_graph
+from ..table import format_table
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +36,6 @@ class LayerCheck:
 
 def check_layers(module, inputs: Mapping[str, np.ndarray]) -> list[LayerCheck]:
     """Every hardware layer of every offloaded region against the integer reference."""
-    from ..ops.reference import run_graph
     ref = run_graph(module.graph, inputs, intermediates=True)
     device = module.target.make_device()
     checks = []
@@ -72,7 +73,6 @@ def _as_written(expect: np.ndarray, data: np.ndarray, ch0: int, where: str) -> n
 
 
 def format_checks(checks: list[LayerCheck]) -> str:
-    from ..table import format_table
     rows = [(c.region, c.index, c.layer if len(c.layer) <= 60 else c.layer[:57] + "...",
              "ok" if c.ok else "MISMATCH", f"{c.differing}/{c.elements}", c.max_abs_diff)
             for c in checks]

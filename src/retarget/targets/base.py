@@ -1,6 +1,6 @@
 """The Target interface every backend fills in.
 
-A target is data plus a table of rules (DESIGN.md, principle 4):
+A target is data plus a table of rules:
 
 - `config`: a frozen dataclass instance (sizes, clock, memory, the minimum region size...);
   `presets` names ready-made configs.
@@ -28,6 +28,7 @@ are shared by every target.
 """
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
@@ -158,6 +159,22 @@ class Kernel:
              target: "Target") -> "Kernel":
         raise NotImplementedError(f"{cls.__name__}.load")
 
+    # ---- `retarget disasm` --------------------------------------------------------------------
+    @classmethod
+    def recognizes(cls, path: Path) -> bool:
+        """Whether `path` (a saved kernel directory or one of its program files) holds a
+        program of this kind, for `retarget disasm` without --target. Default: no."""
+        return False
+
+    @classmethod
+    def disassemble(cls, path: Path, *, config: str | None = None,
+                    uops: Path | None = None) -> str:
+        """The program at `path` (a saved kernel directory or its program file) readably, for
+        `retarget disasm`. config: a preset or config file overriding the one saved beside
+        the program; uops: a micro-op file for a stream that keeps them apart."""
+        raise TargetError(f"kernels of kind {cls.kind!r} have no disassembler "
+                          f"({cls.__name__}.disassemble)")
+
 
 Rule = Callable[["Target", Node, Graph], Support]
 
@@ -259,10 +276,18 @@ class Target:
         return int(getattr(self.config, "min_region_macs", 0))
 
     # ---- compilation and execution ----------------------------------------------------------
+    def graph_passes(self) -> tuple[str, ...]:
+        """The shared graph passes this target needs before partitioning, by name and in order
+        (names of `retarget.passes.GRAPH_PASSES`, e.g. "fold_batchnorm", "explicit_padding").
+        compiler.prepare runs them after quantising and before `prepare`; a target states them
+        as data and never calls a pass itself. Default: none."""
+        return ()
+
     def prepare(self, graph: Graph) -> Graph:
-        """Rewrite the typed graph (already in `number_format`) into the form this target's
-        rules expect, before partitioning. compile() infers the shapes of any values it adds.
-        Default: the graph unchanged."""
+        """The target's own rewrite of the typed graph (already in `number_format`, after its
+        `graph_passes`) into the form its rules expect, before partitioning (e.g. vta's window
+        packing, which lives with the target). compile() infers the shapes of any values it
+        adds. Default: the graph unchanged."""
         return graph
 
     def lower(self, region: Region) -> Kernel:
@@ -294,7 +319,7 @@ class Target:
         """The hardware design space `retarget explore` sweeps (an targets.space.DesignSpace
         around `preset`, or the default config), or None when the target declares none.
         Default: `design_space(preset)` of the module targets/<name>/space.py, if it exists."""
-        import importlib
+        # found by name (a plugin target's own space module too), so imported dynamically
         path = f"{__package__}.{cls.name}.space"
         try:
             mod = importlib.import_module(path)

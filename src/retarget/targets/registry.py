@@ -20,16 +20,15 @@ from typing import Any, Mapping
 
 from ..errors import TargetError
 from .base import Target
+from .c.target import CTarget
+from .cpu.target import CpuTarget
+from .dnnvm.target import DNNVMTarget
+from .nvdla.target import NvdlaTarget
+from .sunway.target import SunwayTarget
+from .vta.target import VTATarget
 
 
 def _builtin() -> dict[str, type[Target]]:
-    # Imported lazily so that `import retarget` does not pull in every backend.
-    from .c.target import CTarget
-    from .cpu.target import CpuTarget
-    from .dnnvm.target import DNNVMTarget
-    from .nvdla.target import NvdlaTarget
-    from .sunway.target import SunwayTarget
-    from .vta.target import VTATarget
     return {CpuTarget.name: CpuTarget, DNNVMTarget.name: DNNVMTarget, VTATarget.name: VTATarget,
             CTarget.name: CTarget, SunwayTarget.name: SunwayTarget, NvdlaTarget.name: NvdlaTarget}
 
@@ -113,7 +112,7 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         raise TargetError(f"target config file {path} does not exist")
     try:
         if path.suffix == ".toml":
-            import tomllib
+            import tomllib   # Python 3.11+; 3.10 reads JSON config files only
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
         else:

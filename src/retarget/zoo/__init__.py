@@ -29,6 +29,8 @@ from .mobilenet import mobilenet_v1, mobilenet_v2
 from .resnet import regnet_y, resnest14d, resnet18, resnet50, resnet152, resnext50
 from .transformer import convnext, levit, mobilevit, vit
 from .unet import unet, unet_resize
+from ..data import DATA_DIR
+from .skeleton import load_filled
 
 BUILDERS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet18": resnet18,
@@ -80,7 +82,6 @@ __all__ = ["NAMES", "BUILDERS", "MIN_SIZE", "EXPORTS", "build", "build_bytes", "
 # weights are regenerated on load (zoo/skeleton.py). Input "input" [1, 3, 224, 224], output
 # "output" [1, 1000].
 def _export_dir():
-    from ..data import DATA_DIR
     return DATA_DIR / "timm"
 
 
@@ -94,7 +95,6 @@ EXPORTS: tuple[str, ...] = (
 def exported(name: str, seed: int = 0) -> onnx.ModelProto:
     """The timm network `name` (see EXPORTS) as PyTorch exported it at opset 17, with seeded
     random weights of the recorded statistics."""
-    from .skeleton import load_filled
     if name not in EXPORTS:
         raise KeyError(f"no shipped export {name!r}; shipped: {', '.join(EXPORTS)}")
     return load_filled(_export_dir() / f"{name}.onnx.gz", seed)

@@ -1,4 +1,4 @@
-"""Issue 14's list, compiled to C at test sizes: every node runs as generated C (no CPU
+"""The zoo networks the c target was built for, compiled to C at test sizes: every node runs as generated C (no CPU
 fallback) and the outputs are within 1e-4 relative of the NumPy reference, in the optimised
 schedule (register tiles, packed weights, explicit padding, folded BatchNorm) and in the
 buffered one (swTVM's buffering, loop order and copies in 32 KB)."""

@@ -22,7 +22,8 @@ from retarget.ops.reference import run_graph
 from retarget.targets.sunway.config import SunwayConfig
 from retarget.targets.sunway.cost import cpe_counts, layer_cost
 from retarget.targets.sunway.emit import CpePrinter
-from retarget.targets.sunway.schedule import runs_on, schedule
+from retarget.targets.sunway.cost import runs_on
+from retarget.targets.sunway.schedule import schedule
 
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

@@ -20,6 +20,6 @@ def test_compile_run_check_bit_exact(r18_file, tmp_path, capsys):
 def test_demo_accuracy_and_exactness(capsys):
     assert main(["demo"]) == 0
     text = capsys.readouterr().out
-    assert "top-1 float" in text and "top-1 int8 (VTA simulator)" in text
+    assert "top-1 float" in text and "top-1 int8 (vta simulator)" in text
     assert "demo: OK" in text and "bit-exact vs the integer reference: 360/360" in text
     assert "gemm_counter" in text and "vta:pynq" in text

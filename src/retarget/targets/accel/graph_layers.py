@@ -3,6 +3,8 @@ accelerator makes before taking a node: int8 operands, constant weights, and a c
 int32 accumulator goes to exactly one per-tensor, half-up Requantize (fused into it on chip)."""
 from __future__ import annotations
 
+from typing import Callable, Collection
+
 import numpy as np
 
 from ...errors import TargetError
@@ -227,21 +229,28 @@ def region_requantize_map(region) -> dict[int, Node]:
     return fused
 
 
-def split_accumulators(target: str, nodes: list[Node], graph: Graph) -> dict[str, str]:
-    """Nodes of a region that must go to the CPU because a conv/dense and the Requantize of
-    its int32 accumulator would be split across it (the accelerator stores int8 only)."""
+def split_accumulators(target: str, nodes: list[Node], graph: Graph, *,
+                       wide: Collection[str] = ACCUMULATING_OPS,
+                       requant_ops: Collection[str] = ("Requantize",),
+                       requant_of: Callable[[Graph, Node], Node | None] | None = None,
+                       stage: str = "Requantize") -> dict[str, str]:
+    """Nodes of a region that must go to the CPU because an op with an int32 result (`wide`:
+    conv/dense by default) and the node requantising it (`requant_of`, default the fused
+    Requantize; its ops `requant_ops`, called `stage` in the reason) would be split across it:
+    the accelerator hands only int8 to the host."""
+    requant_of = requant_of or fused_requantize
     here = {id(n) for n in nodes}
     producers = graph.producers()
     refused = {}
     for n in nodes:
-        if n.op in ACCUMULATING_OPS:
-            rq = fused_requantize(graph, n)
+        if n.op in wide:
+            rq = requant_of(graph, n)
             if rq is None or id(rq) not in here:
-                refused[n.name] = (f"{n.op} '{n.name}': its Requantize runs on cpu, and "
+                refused[n.name] = (f"{n.op} '{n.name}': its {stage} runs on cpu, and "
                                    f"{target} cannot hand an int32 accumulator to the host")
-        elif n.op == "Requantize":
+        elif n.op in requant_ops:
             src = producers.get(n.inputs[0])
-            if src is not None and src.op in ACCUMULATING_OPS and id(src) not in here:
+            if src is not None and src.op in wide and id(src) not in here:
                 refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
     return refused
 

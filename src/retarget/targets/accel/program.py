@@ -8,13 +8,15 @@ load them, so checks on a damaged file are written once.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from ...errors import InputError
+from ...errors import InputError, TargetError
 from ...limits import check_tensor_bytes
 
 DTYPES = ("int8", "int32", "uint32", "uint8")
@@ -118,5 +120,78 @@ def layout_from_json(meta: Mapping[str, Any], where: str, n_insns: int
     return bufs, layers, dram_bytes
 
 
-__all__ = ["DTYPES", "DramBuffer", "count", "find_buffer", "layout_from_json", "layout_to_json",
+@dataclass(frozen=True, slots=True)
+class SavedStream:
+    """Where a saved instruction stream's files are: Program.save(prefix) writes
+    prefix.insn.bin beside prefix.json (config, DRAM layout; dnnvm's names its target) and, for
+    vta, prefix.uop.bin. `meta` and `uops` are None when the file is not there."""
+    stream: Path
+    meta: Path | None
+    uops: Path | None
+
+    @classmethod
+    def find(cls, path: Path) -> "SavedStream":
+        """The files of the stream at `path`: a kernel directory (its program.insn.bin) or
+        the .insn.bin file itself."""
+        if path.is_dir():
+            path = path / "program.insn.bin"
+        prefix = str(path)[:-len(".insn.bin")] if path.name.endswith(".insn.bin") else None
+        meta = Path(prefix + ".json") if prefix and Path(prefix + ".json").exists() else None
+        uops = Path(prefix + ".uop.bin") if prefix and Path(prefix + ".uop.bin").exists() else None
+        return cls(path, meta, uops)
+
+    def saved_target(self) -> str | None:
+        """The target the stream's JSON names (dnnvm programs say so; vta's predate it)."""
+        if self.meta is None:
+            return None
+        try:
+            with open(self.meta, encoding="utf-8") as fh:
+                return json.load(fh).get("target")
+        except (json.JSONDecodeError, AttributeError, OSError):
+            return None
+
+    def saved_config(self) -> dict:
+        """The config fields recorded in the stream's JSON (TargetError when unreadable)."""
+        try:
+            with open(self.meta, encoding="utf-8") as fh:
+                fields = json.load(fh)["config"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise TargetError(f"{self.meta}: no readable 'config' ({e}); give --config") from None
+        if not isinstance(fields, dict):
+            raise TargetError(f"{self.meta}: 'config' is not an object; give --config")
+        return fields
+
+
+def save_stream(prefix: str, stream: bytes, meta: Mapping[str, Any]) -> None:
+    """Write <prefix>.insn.bin (the binary stream) and <prefix>.json (`meta`: the config, the
+    DRAM layout, and the target's name where the target records it)."""
+    with open(prefix + ".insn.bin", "wb") as fh:
+        fh.write(stream)
+    with open(prefix + ".json", "w", encoding="utf-8") as fh:
+        json.dump(dict(meta), fh, indent=1)
+
+
+def read_stream(prefix: str, target: str, insn_bytes: int, *,
+                unmarked_ok: bool = False) -> tuple[dict, bytes]:
+    """The JSON and the raw stream saved by save_stream, checked to be `target`'s (its
+    "target" field; `unmarked_ok` also accepts a file without one, for a target whose
+    programs were saved before the field existed) and a whole, non-empty number of
+    `insn_bytes`-byte instructions (ValueError naming the file)."""
+    with open(prefix + ".json", encoding="utf-8") as fh:
+        meta = json.load(fh)
+    if not isinstance(meta, dict):
+        raise ValueError(f"{prefix}.json is not a JSON object")
+    named = meta.get("target")
+    if named != target and not (named is None and unmarked_ok):
+        raise ValueError(f"{prefix}.json is not a {target} program "
+                         f"({'it names ' + repr(named) if named is not None else 'no target'})")
+    with open(prefix + ".insn.bin", "rb") as fh:
+        raw = fh.read()
+    if not raw or len(raw) % insn_bytes:
+        raise ValueError(f"{prefix}.insn.bin: {len(raw)} bytes is not a whole, non-empty "
+                         f"number of {insn_bytes}-byte instructions")
+    return meta, raw
+
+
+__all__ = ["SavedStream", "read_stream", "save_stream", "DTYPES", "DramBuffer", "count", "find_buffer", "layout_from_json", "layout_to_json",
            "read_buffer", "write_buffers"]

@@ -48,6 +48,7 @@ from ..base import Kernel, Target, WeightStore
 from .build import WEIGHTS, Build, BuildOptions, build_library, write_project
 from .device import RUN, LibraryDevice, LibrarySpec, task_args
 from .program import Program
+from ...loopnest.c_printer import c_identifier
 
 PROGRAM = "program.json"
 
@@ -56,7 +57,6 @@ def new_build_dir(region: str, build_dir: str = "") -> tuple[Path, bool]:
     """Where a region's project goes: "<build_dir>/<region>" when a build_dir is configured,
     else a new temporary directory. The flag says whether it is temporary (removed with the
     kernel)."""
-    from ...loopnest.c_printer import c_identifier
     if build_dir:
         return Path(build_dir) / c_identifier(region), False
     return Path(tempfile.mkdtemp(prefix=f"retarget-{c_identifier(region)}-")), True

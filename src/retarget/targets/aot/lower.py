@@ -35,6 +35,7 @@ from ...loopnest.register_tile import Relayout, Scheduled
 from .memory_plan import Step, plan_memory
 from ..base import Region
 from .program import ALIGNMENT, Call, Constant, OutputCopy, Place, Program, TensorSpec
+from ...loopnest import ops
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,6 @@ def default_op_lowering() -> OpLowering | None:
     """retarget.loopnest.ops's table, or None where that module does not exist."""
     if importlib.util.find_spec("retarget.loopnest.ops") is None:
         return None
-    from ...loopnest import ops
     return OpLowering(ops.lower_node, frozenset(ops.SUPPORTED_OPS))
 
 

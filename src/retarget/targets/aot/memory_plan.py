@@ -1,5 +1,5 @@
 """A static memory plan: every intermediate value of a straight-line program at a fixed offset
-in one arena, values whose lifetimes do not overlap sharing bytes (issue 14). Target-neutral:
+in one arena, values whose lifetimes do not overlap sharing bytes. Target-neutral:
 the `c` and `sunway` targets plan a region's intermediates with it (targets/aot/lower.py).
 
 The program is a topologically ordered list of `Step`s, each naming the values it reads and

@@ -1,4 +1,4 @@
-"""Target `c`: networks as ahead-of-time generated C for the host (issue 14). What it shares
+"""Target `c`: networks as ahead-of-time generated C for the host. What it shares
 with the other ahead-of-time C target (sunway) lives in targets/aot/; here is only what is the
 host's:
 

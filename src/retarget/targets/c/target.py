@@ -1,4 +1,4 @@
-"""The `c` target: ahead-of-time C for the host (issue 14).
+"""The `c` target: ahead-of-time C for the host.
 
     m = retarget.compile(graph, "c")                          # -O3 -march=native, OpenMP
     m = retarget.compile(graph, "c", config={"cflags": "-O1 -std=c99", "openmp": False})
@@ -19,11 +19,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ...ir.graph import Graph
 from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Scheduled
-from ...passes.explicit_padding import explicit_padding
-from ...passes.fold_batchnorm import fold_batchnorm
 from ..aot.build import BuildOptions
 from ..aot.kernel import LibraryKernel
 from ..aot.target import LibraryTarget
@@ -50,16 +47,16 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule_kernel(kernel, constants, self.config)
 
-    def prepare(self, graph: Graph) -> Graph:
+    def graph_passes(self) -> tuple[str, ...]:
         """Optimised and buffered modes: BatchNorm folded into the convs before it, and
         convolutions read an explicitly padded input (no bounds test in their inner loops, and
         a box the buffering can copy) where the op lowering runs Pad. Naive mode lowers the
         graph as imported."""
         if self.config.mode == "naive":
-            return graph
-        graph = fold_batchnorm(graph)
+            return ()
         lowering = self.op_lowering()
-        return explicit_padding(graph) if lowering and "Pad" in lowering.supported else graph
+        padding = ("explicit_padding",) if lowering and "Pad" in lowering.supported else ()
+        return ("fold_batchnorm", *padding)
 
 
 __all__ = ["CLibraryKernel", "CTarget"]

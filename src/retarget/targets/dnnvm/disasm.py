@@ -4,7 +4,11 @@
 """
 from __future__ import annotations
 
-from .isa import ENGINES, Act, Buf, Conv, Elew, End, Insn, Load, Pool, Save, decode_stream
+from pathlib import Path
+
+from ..accel.program import SavedStream
+from .config import DNNVMConfig, load_config
+from .isa import INSN_BYTES, ENGINES, Act, Buf, Conv, Elew, End, Insn, Load, Pool, Save, decode_stream
 
 
 def _mask(m: int) -> str:
@@ -62,4 +66,23 @@ def disassemble_bytes(raw: bytes) -> str:
     return disassemble(decode_stream(raw))
 
 
-__all__ = ["disassemble", "disassemble_bytes", "format_insn"]
+def recognizes(path: Path) -> bool:
+    """A saved stream whose JSON says it is a dnnvm program."""
+    return SavedStream.find(path).saved_target() == "dnnvm"
+
+
+def disassemble_file(path: Path, *, config: str | None = None, uops: Path | None = None) -> str:
+    """A saved stream listed one instruction per line; the config comes from the JSON saved
+    beside it unless given (default: zu2). dnnvm keeps no micro-ops (`uops` is unused)."""
+    saved = SavedStream.find(path)
+    if config is None and saved.meta is not None:
+        cfg, source = DNNVMConfig.from_dict(saved.saved_config()), f"from {saved.meta.name}"
+    else:
+        cfg, source = load_config(config), "given" if config else "default"
+    with open(saved.stream, "rb") as fh:
+        data = fh.read()
+    return (f"{saved.stream}: {len(data) // INSN_BYTES} instructions, dnnvm config {cfg.name} "
+            f"({cfg.target_name}, {source})\n" + disassemble_bytes(data))
+
+
+__all__ = ["disassemble", "disassemble_bytes", "disassemble_file", "recognizes", "format_insn"]

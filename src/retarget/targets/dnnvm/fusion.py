@@ -37,6 +37,7 @@ from ..fusion import FusionGraph, Template, Vertex
 from .config import DNNVMConfig
 from .lower import ConvHead, Lowering, conv_conv_ok, pool_group_ok
 from .region import layer_of
+from .timing import simulate_timing
 
 
 def _one_consumer(g: FusionGraph, t: int, v: int) -> bool:
@@ -168,7 +169,6 @@ class GroupCosts:
     def _timed(self, wired) -> int | None:
         """Lower each (unit, (unit, output) writing each of its inputs, or None / unit -1:
         a fresh map) in order, and time the stream."""
-        from .timing import simulate_timing
         ctx = Lowering(self.cfg, check=False)
         outs: list[list] = []
         try:

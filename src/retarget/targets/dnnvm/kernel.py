@@ -10,6 +10,8 @@ import numpy as np
 
 from ..accel.kernel import StreamKernel
 from .program import Program
+from .disasm import disassemble_file, recognizes
+from .timing import simulate_timing
 
 
 def to_nhwc(x: np.ndarray) -> np.ndarray:
@@ -28,6 +30,9 @@ def from_nhwc(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 class DNNVMKernel(StreamKernel):
     kind: ClassVar[str] = "dnnvm.program"
+    # `retarget disasm` (disasm.py)
+    recognizes = staticmethod(recognizes)
+    disassemble = staticmethod(disassemble_file)
     label: ClassVar[str] = "dnnvm"
     program_class: ClassVar[type] = Program
 
@@ -38,7 +43,6 @@ class DNNVMKernel(StreamKernel):
         return from_nhwc(p, shape)
 
     def simulate_timing(self):
-        from .timing import simulate_timing
         return simulate_timing(self.program, layers=self.layer_spans())
 
 

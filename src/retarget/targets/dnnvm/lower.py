@@ -31,6 +31,7 @@ from ..accel.tile_search import ChoiceCache, judge, rank
 from .config import DNNVMConfig
 from .isa import (CONV_E, LOAD_E, MISC_E, POOL_E, SAVE_E, Buf, Conv, Elew, Load, Pool, Save)
 from .program import Hazards, Program, ProgramBuilder
+from .timing import insn_cost, simulate_timing
 
 ISA_MAX_DIM = 4095      # 12-bit row / column / channel fields
 JUDGE_GAP = 2.0         # eq. 5 vs the best candidate: closer than this, the full model judges
@@ -282,7 +283,6 @@ def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> ConvTil
 
 def time_conv(layer: Conv2d, t: ConvTile, cfg: DNNVMConfig) -> int:
     """Model cycles of `layer` lowered alone with tile `t` (no weights packed)."""
-    from .timing import simulate_timing
     ctx = Lowering(cfg, check=False)
     x = ctx.input("x", layer.in_shape)
     y = ctx.feature_map("y", layer.out_shape)
@@ -445,7 +445,6 @@ def _anonymous_head(h: "ConvHead"):
 
 
 def _time_pool_group(heads, pool: Pool2d, t: ConvTile, cfg: DNNVMConfig) -> int:
-    from .timing import simulate_timing
     ctx = Lowering(cfg, check=False)
     x = ctx.input("x", heads[0].layer.in_shape)
     timed = [ConvHead(h.layer, (ctx.feature_map(f"y{k}", h.layer.out_shape),))
@@ -761,7 +760,6 @@ def choose_conv_conv_tile(l1: Conv2d, l2: Conv2d, cfg: DNNVMConfig,
 def time_conv_conv(l1: Conv2d, l2: Conv2d, t: ConvConvTile, cfg: DNNVMConfig,
                    add: ResidualAdd | None = None) -> int:
     """Model cycles of a fused conv -> conv (-> add) lowered alone with tile `t`."""
-    from .timing import simulate_timing
     ctx = Lowering(cfg, check=False)
     x = ctx.input("x", l1.in_shape)
     y = ctx.feature_map("y", l2.out_shape)
@@ -852,7 +850,6 @@ class _PoolBands:
 
     def work(self, band: _PoolBand) -> int:
         """The band's POOL cycles, as the cycle model counts them."""
-        from .timing import insn_cost
         return insn_cost(self.cfg, band.insn)[3]
 
     def claim(self, hz: Hazards) -> None:
@@ -1018,7 +1015,6 @@ class Lowering:
                               f"not fit config {self.cfg.name!r}: {why}")
         uid = self._layer_uid()
         consts = [self._conv_consts(h) for h in heads]
-        from .timing import insn_cost
         n_img, _, h_in, w = layer.in_shape
         oh = layer.out_hw[0]
         pkh, ppt = pool.kernel[0], pool.pads[0]

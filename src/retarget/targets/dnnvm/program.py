@@ -10,14 +10,13 @@ last wrote and read each on-chip slot and DDR tensor, and answers what an access
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ...errors import TargetError
 from ..accel.program import (DTYPES, DramBuffer, layout_from_json, layout_to_json, read_buffer,
-                             write_buffers)
+                             read_stream, save_stream, write_buffers)
 from .config import DNNVMConfig
 from .isa import ENGINES, INSN_BYTES, End, Insn, check_insn, decode_stream, encode_stream
 
@@ -45,26 +44,15 @@ class Program:
 
     def save(self, prefix: str) -> None:
         """<prefix>.insn.bin (the binary stream) and <prefix>.json (config, DRAM layout)."""
-        with open(prefix + ".insn.bin", "wb") as fh:
-            fh.write(self.stream())
-        meta = {"target": "dnnvm", "config": self.config.to_dict(),
-                **layout_to_json(self.buffers, self.layers, self.dram_bytes)}
-        with open(prefix + ".json", "w", encoding="utf-8") as fh:
-            json.dump(meta, fh, indent=1)
+        save_stream(prefix, self.stream(), {
+            "target": "dnnvm", "config": self.config.to_dict(),
+            **layout_to_json(self.buffers, self.layers, self.dram_bytes)})
 
     @classmethod
     def load(cls, prefix: str) -> "Program":
         """A saved Program, every offset and span checked (ValueError naming the field)."""
-        with open(prefix + ".json", encoding="utf-8") as fh:
-            meta = json.load(fh)
-        if meta.get("target") != "dnnvm":
-            raise ValueError(f"{prefix}.json is not a dnnvm program")
+        meta, raw = read_stream(prefix, "dnnvm", INSN_BYTES)
         cfg = DNNVMConfig.from_dict(meta["config"])
-        with open(prefix + ".insn.bin", "rb") as fh:
-            raw = fh.read()
-        if not raw or len(raw) % INSN_BYTES:
-            raise ValueError(f"{prefix}.insn.bin: {len(raw)} bytes is not a whole, non-empty "
-                             f"number of {INSN_BYTES}-byte instructions")
         insns = decode_stream(raw)
         bufs, layers, dram_bytes = layout_from_json(meta, f"{prefix}.json", len(insns))
         return cls(cfg, insns, bufs, dram_bytes, layers)

@@ -22,6 +22,7 @@ from ..accel.layers import Conv2d, Pool2d, Requant, RequantizeLayer, ResidualAdd
 from ..base import Region
 from .config import DNNVMConfig
 from .lower import ConvHead, FeatureMap, Lowering
+from .kernel import DNNVMKernel
 
 def _nchw(v: Value) -> tuple[int, ...]:
     return tuple(int(d) for d in v.type.shape)
@@ -31,7 +32,6 @@ def lower_region(cfg: DNNVMConfig, region: Region, groups=()):
     """A DNNVMKernel running `region` as one instruction stream. `groups`: fused groups as
     (template name, node names) from the fusion search (dnnvm/fusion.py TEMPLATES), each
     lowered as one unit; every other layer alone."""
-    from .kernel import DNNVMKernel
     ctx = Lowering(cfg)
     maps: dict[int, list[FeatureMap]] = {}      # id(value) -> where it is written / read
     inputs = []

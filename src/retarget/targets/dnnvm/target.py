@@ -23,6 +23,7 @@ from .fusion import TEMPLATES, GroupCosts, fusion_graph
 from .kernel import DNNVMKernel
 from .region import lower_region
 from .rules import RULES
+from .device import DNNVMDevice
 
 DEVICE_MEMORY = 1 << 28
 
@@ -82,7 +83,6 @@ class DNNVMTarget(Target):
         return self._group_costs.stream(graph, units)
 
     def make_device(self):
-        from .device import DNNVMDevice
         return DNNVMDevice(self.config, memory_bytes=min(DEVICE_MEMORY, self.config.dram_bytes))
 
 

@@ -1,4 +1,4 @@
-"""The external-compiler target kind (the BYOC route of papers/tvm-nvdla-byoc.txt): a target
+"""The external-compiler target kind (the BYOC route of Wu and Aggarwal, "Integrating TVM and NVDLA"): a target
 whose `lower` hands each region to a compiler that runs as a separate process, and loads
 the binary it writes.
 

@@ -1,6 +1,6 @@
 """Export a Module's offloaded regions as JSON for an outside compiler.
 
-This is the route of papers/tvm-nvdla-byoc.txt: annotate and partition in retarget, then give
+This is the BYOC route of Wu and Aggarwal, "Integrating TVM and NVDLA": annotate and partition in retarget, then give
 each offloaded region to the accelerator vendor's own compiler as a self-describing JSON graph
 plus its weights. The format (version 1) is documented in docs/partitioning.md:
 

@@ -3,8 +3,11 @@ line per hardware layer (engine, shapes, the addresses it reads and writes by na
 converter and element-wise stages, its dependencies), so a compiled region can be read."""
 from __future__ import annotations
 
-from .loadable import (CDP, CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, MAX_POOL, NONE, PDP,
-                       SUM_POOL, Loadable)
+from pathlib import Path
+
+from ...errors import ModelLoadError
+from .loadable import (CDP, CONV, ENGINES, HALF_EVEN, HAS_CVT, HAS_EW, MAGIC, MAX_POOL, NONE,
+                       PDP, SUM_POOL, Loadable, LoadableError)
 
 
 def _addr(ld: Loadable, i: int) -> str:
@@ -65,4 +68,28 @@ def disassemble(ld: Loadable, header: str = "") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["disassemble", "format_layer"]
+def _loadable_file(path: Path) -> Path:
+    return path / "program.loadable" if path.is_dir() else path
+
+
+def recognizes(path: Path) -> bool:
+    """A .loadable file (or a kernel directory holding program.loadable): by its magic."""
+    try:
+        with open(_loadable_file(path), "rb") as fh:
+            return fh.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def disassemble_file(path: Path, *, config: str | None = None, uops: Path | None = None) -> str:
+    """A loadable's memory list, address list and hardware layers (a loadable carries its own
+    configuration: `config` and `uops` are unused)."""
+    path = _loadable_file(path)
+    try:
+        ld = Loadable.from_bytes(path.read_bytes())
+    except LoadableError as e:
+        raise ModelLoadError(f"{path}: {e}") from None
+    return disassemble(ld, f"{path}: nvdla loadable, {len(ld.layers)} hardware layers")
+
+
+__all__ = ["disassemble", "disassemble_file", "format_layer", "recognizes"]

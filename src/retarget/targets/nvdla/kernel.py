@@ -11,10 +11,15 @@ import numpy as np
 
 from ..accel.kernel import StreamKernel
 from .program import NvdlaProgram
+from .disasm import disassemble_file, format_layer, recognizes
+from .throughput import timing
 
 
 class NvdlaKernel(StreamKernel):
     kind: ClassVar[str] = "nvdla.loadable"
+    # `retarget disasm` (disasm.py)
+    recognizes = staticmethod(recognizes)
+    disassemble = staticmethod(disassemble_file)
     label: ClassVar[str] = "nvdla"
     program_class: ClassVar[type] = NvdlaProgram
 
@@ -25,8 +30,6 @@ class NvdlaKernel(StreamKernel):
         return p.reshape(shape)
 
     def simulate_timing(self):
-        from .disasm import format_layer
-        from .throughput import timing
         ld = self.program.loadable
         return timing(self.program.config, ld, lambda rec: format_layer(ld, rec))
 

@@ -145,23 +145,10 @@ RULES = {"Conv": _accumulator_rule, "Gemm": _accumulator_rule, "MatMul": _accumu
          "Squeeze": _view_rule, "Unsqueeze": _view_rule, "Identity": _view_rule}
 
 
-def split_accumulators(nodes: list[Node], graph: Graph) -> dict[str, str]:
-    """Nodes to move to the CPU because a conv/dense/sum-pool and the converter of its int32
-    result would land in different regions (nvdla hands int8 only to the host)."""
-    here = {id(n) for n in nodes}
-    producers = graph.producers()
-    refused = {}
-    for n in nodes:
-        if n.op in WIDE:
-            rq = sole_consumer(graph, n.outputs[0])
-            if rq is None or id(rq) not in here:
-                refused[n.name] = (f"{n.op} '{n.name}': its converter runs on cpu, and nvdla "
-                                   f"cannot hand an int32 accumulator to the host")
-        elif n.op in REQUANT_OPS:
-            src = producers.get(n.inputs[0])
-            if src is not None and src.op in WIDE and id(src) not in here:
-                refused[n.name] = f"requantises {src.op} '{src.name}', which runs on cpu"
-    return refused
+def converter_of(graph: Graph, node: Node) -> Node | None:
+    """The node converting `node`'s int32 result to int8 (its sole consumer), if any: what
+    the accelerators' split_accumulators rule keeps in one region with it on nvdla."""
+    return sole_consumer(graph, node.outputs[0])
 
 
-__all__ = ["RULES", "converter_problem", "split_accumulators"]
+__all__ = ["REQUANT_OPS", "RULES", "WIDE", "converter_of", "converter_problem"]

@@ -1,5 +1,5 @@
 """The `nvdla` target: int8 networks on an NVDLA-style engine, through the BYOC route of
-papers/tvm-nvdla-byoc.txt (docs/nvdla.md).
+Wu and Aggarwal, "Integrating TVM and NVDLA" (docs/nvdla.md).
 
     m = retarget.compile(graph, "nvdla")            # nv_full; also nvdla:nv_small
     m.run({"input": x})                               # equals the integer reference exactly
@@ -25,7 +25,10 @@ from .config import PRESETS, NvdlaConfig
 from .kernel import NvdlaKernel
 from .loadable import CONV, Loadable, LoadableError
 from .program import NvdlaProgram
-from .rules import RULES, split_accumulators
+from ..accel.graph_layers import split_accumulators
+from .rules import REQUANT_OPS, RULES, WIDE, converter_of
+from .device import NvdlaDevice
+from .throughput import throughput
 
 DEVICE_MEMORY = 1 << 30
 
@@ -47,7 +50,9 @@ class NvdlaTarget(ExternalCompilerTarget):
         return refuse_unknown(self.name, node, "engine")
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
-        return split_accumulators(nodes, graph)
+        # a conv/dense/sum-pool and the converter of its int32 result share a region
+        return split_accumulators(self.name, nodes, graph, wide=WIDE, requant_ops=REQUANT_OPS,
+                                  requant_of=converter_of, stage="converter")
 
     def compiler_config(self) -> dict:
         return {"name": self.config.name, **self.config.hardware()}
@@ -79,12 +84,10 @@ class NvdlaTarget(ExternalCompilerTarget):
         return NvdlaKernel(region.name, program, binds[0], binds[1], {}, layers)
 
     def make_device(self):
-        from .device import NvdlaDevice
         return NvdlaDevice(self.config, memory_bytes=DEVICE_MEMORY)
 
 
 def _costs(cfg, ld):
-    from .throughput import throughput
     return throughput(cfg, ld).layers
 
 

@@ -15,8 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .config import NvdlaConfig
 from .loadable import CDP, CONV, ENGINES, HAS_EW, NONE, PDP, SDP, Loadable
+from ..accel.timing import BUFFERS, InsnWork, LayerSpan, timing_result
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +108,6 @@ def timing(cfg: NvdlaConfig, ld: Loadable, format_insn=repr):
     'instruction' per hardware layer on its engine, layers back to back; MAC-array cycles
     are the convolution core's, ALU cycles the SDP's / PDP's, and every byte a layer moves
     is counted as input traffic (the model does not split it by kind)."""
-    import numpy as np
-
-    from ..accel.timing import BUFFERS, InsnWork, LayerSpan, timing_result
     costs = throughput(cfg, ld).layers
     n = len(costs)
     cycles = np.array([c.cycles for c in costs], np.int64)

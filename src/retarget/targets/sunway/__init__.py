@@ -1,4 +1,4 @@
-"""Target `sunway` (issue 15): an SW26010 core group through swTVM-style generated C.
+"""Target `sunway`: an SW26010 core group through swTVM-style generated C.
 
 - target.py: SunwayTarget (prepare, schedule, lower: the swTVM program and its OpenACC-style
   baseline), SunwayKernel (counters, cost report, artifact).

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...loopnest.ir import Binary, Copy, Expr, Kernel, Load, Loop, Select, Store, Unary
+from ...loopnest.ir import Binary, Copy, Expr, Kernel, Load, Loop, Select, Store, Unary, accesses, walk
 from ..aot.program import Call, Program
 from .config import SunwayConfig
-from .schedule import runs_on
 
 MPE_GFLOPS = 765.0 - 64 * 11.6        # a core group's peak minus its 64 CPEs'
 
@@ -239,6 +238,14 @@ def cpe_seconds(w: Work, config: SunwayConfig) -> tuple[float, float, float]:
 def program_costs(p: Program, config: SunwayConfig) -> list[LayerCost]:
     return [layer_cost(c, p.mode, config) for c in p.calls]
 
+def runs_on(kernel: Kernel, mode: str) -> str:
+    """"cpe" or "mpe": in swtvm mode a kernel whose statements read or write main memory
+    other than by DMA copies runs on the MPE; in baseline mode everything runs on the CPEs."""
+    if mode == "baseline":
+        return "cpe"
+    direct = any(acc.tensor.scope == "global" for s, _ in walk(kernel.body)
+                 if isinstance(s, Store) for acc, _ in accesses(s))
+    return "mpe" if direct else "cpe"
 
 __all__ = ["LayerCost", "MPE_GFLOPS", "Work", "call_kind", "copy_runs", "cpe_counts", "cpe_seconds",
-           "layer_cost", "mpe_work", "program_costs"]
+           "layer_cost", "mpe_work", "program_costs", "runs_on"]

@@ -28,7 +28,7 @@ from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output
                          pointer)
 from ..aot.program import Call, Program
 from .config import SunwayConfig
-from .schedule import runs_on
+from .cost import runs_on
 
 RUNTIME = ("athread_emu.h", "athread_emu.c")
 RUNNING = ("Returns 0; 1 when a pointer it needs is NULL; 2 when a layer's CPEs stopped with",

@@ -5,7 +5,7 @@
   (Algorithm 3); then each nest's CPE loop is chosen (`mark_cpe_loops`). A nest the
   algorithms refuse (a read that can fall outside its tensor: Pad, a padded pooling window,
   LRN) cannot run on a CPE without touching main memory directly, so its layer runs on the
-  MPE (`runs_on`).
+  MPE (`cost.runs_on`).
 - "baseline": the OpenACC-style code: the nest as lowered, its outer independent loop split
   over the CPEs, every main-memory element read and written by a global load / store.
 
@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from ...errors import GraphError
 from ...loopnest.buffering import CapacityError, Unbufferable, buffer_kernel
-from ...loopnest.ir import Kernel, Loop, Stmt, Store, accesses, walk
+from ...loopnest.ir import Kernel, Loop, Stmt, accesses, walk
 from ...loopnest.register_tile import Scheduled
 from ...loopnest.verify import verify_kernel
 from .config import SunwayConfig
+from .cost import cpe_counts, cpe_seconds
 
 
 def _writes_main_memory(s: Stmt) -> bool:
@@ -88,7 +89,6 @@ def mark_cpe_loops(kernel: Kernel, config: SunwayConfig | None = None) -> Kernel
     """`kernel` with every loop serial except each top-level nest's CPE loop: of the legal
     ones, the one the cost model finds fastest with `config`'s CPEs (the outermost on a tie,
     or when there is no config)."""
-    from .cost import cpe_counts, cpe_seconds    # cost reads schedules: import when used
 
     def modelled(nest: Loop) -> float:
         one = Kernel(kernel.name, kernel.inputs, kernel.outputs, (nest,), kernel.locals)
@@ -103,16 +103,6 @@ def mark_cpe_loops(kernel: Kernel, config: SunwayConfig | None = None) -> Kernel
                     min(options, key=modelled)
         body.append(s)
     return Kernel(kernel.name, kernel.inputs, kernel.outputs, tuple(body), kernel.locals)
-
-
-def runs_on(kernel: Kernel, mode: str) -> str:
-    """"cpe" or "mpe": in swtvm mode a kernel whose statements read or write main memory
-    other than by DMA copies runs on the MPE; in baseline mode everything runs on the CPEs."""
-    if mode == "baseline":
-        return "cpe"
-    direct = any(acc.tensor.scope == "global" for s, _ in walk(kernel.body)
-                 if isinstance(s, Store) for acc, _ in accesses(s))
-    return "mpe" if direct else "cpe"
 
 
 def schedule(kernel: Kernel, config: SunwayConfig) -> Scheduled:
@@ -141,4 +131,4 @@ def _plain(kernel: Kernel) -> Kernel:
                   kernel.locals)
 
 
-__all__ = ["cpe_loops", "mark_cpe_loops", "runs_on", "schedule"]
+__all__ = ["cpe_loops", "mark_cpe_loops", "schedule"]

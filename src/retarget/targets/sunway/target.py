@@ -1,4 +1,4 @@
-"""The `sunway` target (issue 15): a network as swTVM organises it for an SW26010 core group
+"""The `sunway` target: a network as swTVM organises it for an SW26010 core group
 (MPE main program, one CPE slave function per layer, LDM buffers and DMA chosen by swTVM's
 algorithms), run on the host under an emulation of athread, with a cost model of the real
 chip.
@@ -20,11 +20,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from ...errors import DeviceError, ModelLoadError, RetargetError, TargetError
-from ...ir.graph import Graph
 from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Scheduled
-from ...passes.explicit_padding import explicit_padding
-from ...passes.fold_batchnorm import fold_batchnorm
 from ...table import format_table
 from ..aot.build import BuildOptions
 from ..aot.kernel import LibraryKernel
@@ -153,10 +150,10 @@ class SunwayTarget(LibraryTarget, kernel=SunwayKernel, config=SunwayConfig, pres
                                            lambda k, c: schedule(k, base), "baseline")[0]
         return kernel
 
-    def prepare(self, graph: Graph) -> Graph:
+    def graph_passes(self) -> tuple[str, ...]:
         """BatchNorm folded into the convs before it; padded convolutions read an explicitly
         padded input (a box a DMA can fetch: padded reads cannot be buffered)."""
-        return explicit_padding(fold_batchnorm(graph))
+        return ("fold_batchnorm", "explicit_padding")
 
 
 __all__ = ["SunwayKernel", "SunwayTarget"]

@@ -23,7 +23,6 @@ ALU module (which reads them): `before_uop_load()` runs before any LOAD UOP is b
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field, replace
 from operator import is_
 from typing import Iterable, Iterator
@@ -32,12 +31,13 @@ import numpy as np
 
 from ...errors import TargetError
 from ..accel.program import (DTYPES, DramBuffer, count, layout_from_json, layout_to_json,
-                             read_buffer, write_buffers)
+                             read_buffer, read_stream, save_stream, write_buffers)
 from .config import PRESETS, VTAConfig
 from .isa import (ITER_BITS, NO_DEPS, STAGE_ALU, STAGE_COMPUTE, STAGE_LOAD, STAGE_STORE, AluInsn,
                   AluOp, Deps, FinishInsn, GemmInsn, Insn, IsaError, MemInsn, MemType, Opcode,
                   PAD_BITS, Uop, encode_stream, encode_uops, layout_for, stage_of, token_flags,
                   with_deps)
+from .isa import decode_stream
 
 _STAGE_NAMES = {STAGE_LOAD: "load", STAGE_COMPUTE: "compute", STAGE_STORE: "store",
                 STAGE_ALU: "alu"}
@@ -243,28 +243,19 @@ class Program:
     # ---- on-disk form (docs/vta.md): raw stream, raw uops, JSON metadata ---------------------
     def save(self, prefix: str) -> None:
         """Write <prefix>.insn.bin, <prefix>.uop.bin and <prefix>.json."""
-        with open(prefix + ".insn.bin", "wb") as fh:
-            fh.write(self.stream())
+        # vta's JSON names no target (it predates the field; read_stream accepts that)
+        save_stream(prefix, self.stream(), {
+            "config": self.config.to_dict(), "uop_base": self.uop_base, "stats": self.stats,
+            **layout_to_json(self.buffers, self.layers, self.dram_bytes)})
         with open(prefix + ".uop.bin", "wb") as fh:
             fh.write(self.uops.astype("<u4").tobytes())
-        meta = {"config": self.config.to_dict(), "uop_base": self.uop_base,
-                "stats": self.stats, **layout_to_json(self.buffers, self.layers, self.dram_bytes)}
-        with open(prefix + ".json", "w", encoding="utf-8") as fh:
-            json.dump(meta, fh, indent=1)
 
     @classmethod
     def load(cls, prefix: str) -> "Program":
         """Read a saved Program, checking that every offset, length and span in its JSON lies
         within the DRAM image and the stream it describes (ValueError naming the field)."""
-        from .isa import decode_stream
-        with open(prefix + ".json", encoding="utf-8") as fh:
-            meta = json.load(fh)
+        meta, raw = read_stream(prefix, "vta", 16, unmarked_ok=True)
         cfg = VTAConfig.from_dict(meta["config"])
-        with open(prefix + ".insn.bin", "rb") as fh:
-            raw = fh.read()
-        if not raw or len(raw) % 16:
-            raise ValueError(f"{prefix}.insn.bin: {len(raw)} bytes is not a whole, non-empty "
-                             f"number of 16-byte instructions")
         insns = decode_stream(raw, layout_for(cfg))
         with open(prefix + ".uop.bin", "rb") as fh:
             raw = fh.read()

@@ -6,10 +6,14 @@ instructions; micro-ops as raw little-endian uint32 words.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
+from ..accel.program import SavedStream
+from .config import VTAConfig, load_config
 from .isa import (UOP_BYTES, AluInsn, Deps, FinishInsn, GemmInsn, Insn, IsaError, IsaLayout,
-                  MemInsn, decode_stream, decode_uops)
+                  MemInsn, decode_stream, decode_uops, layout_for)
 
 _FLAG_NAMES = ("pop_prev", "pop_next", "push_prev", "push_next")
 
@@ -75,3 +79,31 @@ def disassemble_bytes(data: bytes, layout: IsaLayout, uop_data: bytes | None = N
                            f"{UOP_BYTES}-byte micro-ops")
         uops = decode_uops(np.frombuffer(uop_data, dtype="<u4"), layout)
     return disassemble(decode_stream(data, layout), uops, header)
+
+
+def recognizes(path: Path) -> bool:
+    """A saved stream (.insn.bin, or a kernel directory holding one) whose JSON names no
+    other target: vta's programs predate the "target" field."""
+    saved = SavedStream.find(path)
+    return (saved.stream.name.endswith(".insn.bin") and saved.stream.is_file()
+            and saved.saved_target() in (None, "vta"))
+
+
+def disassemble_file(path: Path, *, config: str | None = None, uops: Path | None = None) -> str:
+    """A saved stream listed with its micro-ops: the config and micro-ops come from the files
+    Program.save wrote beside it unless given (default config: pynq)."""
+    saved = SavedStream.find(path)
+    uops = uops or saved.uops
+    if config is None and saved.meta is not None:
+        cfg, source = VTAConfig.from_dict(saved.saved_config()), f"from {saved.meta.name}"
+    else:
+        cfg, source = load_config(config), "given" if config else "default"
+    with open(saved.stream, "rb") as fh:
+        data = fh.read()
+    uop_data = None
+    if uops:
+        with open(uops, "rb") as fh:
+            uop_data = fh.read()
+    header = (f"{saved.stream}: {len(data) // 16} instructions, config {cfg.name} "
+              f"({cfg.target_name}, {source})")
+    return disassemble_bytes(data, layout_for(cfg), uop_data, header)

@@ -13,8 +13,10 @@ import numpy as np
 
 from ..accel.kernel import Binding, LayerInfo, StreamKernel
 from .builder import Program
+from .disasm import disassemble_file, recognizes
 from .config import VTAConfig
 from .layout import pack_matrix, pack_nchw, pack_oihw, unpack_matrix, unpack_nchw
+from .timing import simulate_timing
 
 
 def pack_for(cfg: VTAConfig, x: np.ndarray, block: int) -> np.ndarray:
@@ -45,6 +47,9 @@ class VTAKernel(StreamKernel):
     """A region lowered to one VTA instruction stream (see targets/accel/kernel.py)."""
 
     kind: ClassVar[str] = "vta.program"
+    # `retarget disasm` (disasm.py)
+    recognizes = staticmethod(recognizes)
+    disassemble = staticmethod(disassemble_file)
     label: ClassVar[str] = "vta"
     program_class: ClassVar[type] = Program
 
@@ -58,7 +63,6 @@ class VTAKernel(StreamKernel):
         return unpack_from(p, shape)
 
     def simulate_timing(self):
-        from .timing import simulate_timing
         return simulate_timing(self.program, layers=self.layer_spans())
 
 

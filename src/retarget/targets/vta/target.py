@@ -34,6 +34,7 @@ from .kernel import VTAKernel
 from .region import lower_region
 from .rules import MAX_KERNEL, RULES, conv_rule
 from .window_packing import Packing, is_packed, pack_narrow_convs
+from .device import VTADevice
 
 DEVICE_MEMORY = 1 << 28  # simulated shared DRAM (pages are only touched when used)
 
@@ -121,7 +122,6 @@ class VTATarget(Target):
         return lower_region(self.config, region)
 
     def make_device(self):
-        from .device import VTADevice
         return VTADevice(self.config, memory_bytes=min(DEVICE_MEMORY, self.config.dram_bytes))
 
 

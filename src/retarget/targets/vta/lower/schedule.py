@@ -399,7 +399,11 @@ def choose_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
     config); a CostFn instead picks the candidate of least cost(layer, cfg, schedule,
     estimate), e.g. dram_cost (fast, DRAM traffic only) or tuning.model_cost (times all)."""
     if cost is None:
-        from .tuning import model_schedule   # tuning lowers candidates: imports conv, alu
+        # The one import inside a function that closes a real cycle: the cycle model times
+        # candidate lowerings (tuning -> conv, alu_layers), and lowering a layer without a
+        # given schedule asks for one here. Untying it means the lowering taking its schedule
+        # from the caller; until then the cost model is imported when it is first asked.
+        from .tuning import model_schedule
         best = model_schedule(layer, cfg, vthreads)
     else:
         cands = ([] if vthreads == 2 else candidates(layer, cfg, vthreads or 1)) + \

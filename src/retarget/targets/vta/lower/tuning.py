@@ -34,6 +34,8 @@ from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, Resi
 from .schedule import (Schedule, _axis_real, candidates, conv_consts, conv_geom, dram_cost,
                        estimate, resident_consts)
 from .tensor import ceil_div
+from .conv import _co_plans, _first_tile_head, _window, lower_conv2d_for_timing
+from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
 
 SCREENED = 24                  # candidates per thread count ranked by conv_cycles after the screen
 # Where the estimate cannot separate the best candidates, the full model judges: the candidates
@@ -85,7 +87,6 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     """Analytic cycles of a conv/dense schedule: the emitter's (tile, phase) sequence through
     three in-order modules with its token waits, each step costed like timing.insn_cost; the
     shared bus only as a lower bound. Micro-op loads are ignored. For ranking, not reporting."""
-    from .conv import _co_plans, _window  # conv imports schedule; this module is imported lazily
     if isinstance(layer, Dense):
         layer = layer.as_conv()
     g, c = conv_geom(layer, cfg), cfg
@@ -316,8 +317,6 @@ def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load) 
 def lower_for_timing(layer: Layer, cfg: VTAConfig, s: Schedule):
     """`layer` alone, lowered with schedule `s` into a scratch stream (inputs allocated, no
     data; weights and bias vectors only allocated, not packed): (context, output tensor)."""
-    from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
-    from .conv import lower_conv2d_for_timing
     ctx = LoweringContext(cfg)
     if isinstance(layer, (Conv2d, Dense)):
         conv = layer.as_conv() if isinstance(layer, Dense) else layer
@@ -391,7 +390,6 @@ def _lower_bound(g, c: VTAConfig, s: Schedule, passes: int, floor: int) -> int:
                    + passes * items * (c.insn_overhead + c.alu_pipeline))
     # Nothing but the first tile's reset can run before its first phase has been loaded: a
     # big first load (wide weight tiles) costs that much more on every thread count.
-    from .conv import _first_tile_head
     t0 = _first_tile_head(g, s)     # its first phase: all _first_load_cycles reads
     reset0 = c.insn_overhead + c.gemm_pipeline + t0.tn * t0.tco * t0.th * t0.tw
     return compute + max(0, _first_load_cycles(g, c, t0) - reset0)
@@ -400,7 +398,6 @@ def _lower_bound(g, c: VTAConfig, s: Schedule, passes: int, floor: int) -> int:
 def _first_load_cycles(g, c: VTAConfig, t) -> int:
     """Load-module cycles of a tile's first phase (inputs and weights), as conv_cycles costs
     them (the bus to itself)."""
-    from .conv import _window
     ovh_lat = c.insn_overhead + c.dma_latency
     _, tci, _, nci = t.phases[0]
     _, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
@@ -429,7 +426,6 @@ def _screener(layer: Conv2d | Dense, cfg: VTAConfig):
     """_screen(layer, cfg, .) as a function of the schedule, with what depends on the layer
     alone computed once and estimate_conv's DRAM bytes, _lower_bound and _first_load_cycles
     inlined (the same integer arithmetic; the screen runs on every candidate)."""
-    from .conv import _window
     if isinstance(layer, Dense):
         layer = layer.as_conv()
     g, c, nconst = conv_geom(layer, cfg), cfg, conv_consts(layer)
