@@ -257,7 +257,7 @@ def choose_conv_tile(layer: Conv2d, cfg: DNNVMConfig, extra: int = 0) -> ConvTil
     The closed-form estimate ranks every candidate; when it puts the best within JUDGE_GAP of
     eq. 5's, both are lowered and timed by the full cycle model and the faster wins; beyond
     that the estimate decides (it is within -20 % / +40 % of the full model on the zoo's
-    convs, so a 2x estimated gap is a real one; tests/dnnvm/test_lowering.py checks it).
+    convs, so a 2x estimated gap is a real one; tests/targets/dnnvm/test_lowering.py checks it).
     Cached by layer geometry and config; `extra` as conv_fit's (room for a fused epilogue)."""
     base = eq5_tile(layer, cfg, extra)
     if not cfg.tile_search:

@@ -14,7 +14,7 @@ function is given:
    (weights only allocated) and timed with timing.simulate_timing; the fewest cycles wins.
    On every convolution of the zoo the choice is within 1 % of the best the full model finds
    among the estimate's top candidates (choice_vs_model; benchmarks/bench_vta_estimate.py at
-   224, tests/vta/lower/test_estimate_choice.py at test sizes). The full model stays the judge
+   224, tests/targets/vta/lower/test_estimate_choice.py at test sizes). The full model stays the judge
    of the program finally emitted, and of `model_cycles`, which times the chosen schedule
    when a decision needs its cycles.
 

@@ -158,7 +158,7 @@ def test_cycle_model_overlaps_alu_with_gemm():
 
 
 def test_resnet18_bit_exact_on_pynq_alu():
-    """A small zoo ResNet-18 (as tests/vta/e2e builds it) compiled for vta:pynq_alu."""
+    """A small zoo ResNet-18 (as tests/targets/vta/e2e builds it) compiled for vta:pynq_alu."""
     g = import_model(zoo.build("resnet18", size=32, width=0.25, num_classes=10, seed=0))
     rng = np.random.default_rng(1)
     calib = [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype) for v in g.inputs}

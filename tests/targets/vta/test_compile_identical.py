@@ -8,7 +8,7 @@ digest pinned below.
 The pinned digests were produced BEFORE the compile-speed work (tree at commit
 7b7d651, no speed changes applied) by running this file as a script:
 
-    python tests/vta/test_compile_identical.py
+    python tests/targets/vta/test_compile_identical.py
 
 which prints the DIGESTS table. A change to what the compiler emits (a different tile choice,
 instruction order, packing) is meant to fail here; if it is intended, regenerate the table the
@@ -85,7 +85,7 @@ def artifact_digest(key: str, preset: str) -> str:
     return h.hexdigest()
 
 
-# Produced by `python tests/vta/test_compile_identical.py` before the compile-speed changes.
+# Produced by `python tests/targets/vta/test_compile_identical.py` before the compile-speed changes.
 DIGESTS = {
     ('resnet18', 'pynq'):
         '205278820f8dec515fcc6a68d9a75b6c9cca359d6bf8433804d20bd876376e5d',
