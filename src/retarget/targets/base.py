@@ -113,6 +113,14 @@ class Region:
 WeightStore = dict[str, np.ndarray]
 
 
+@dataclass(frozen=True, slots=True)
+class Disassembler:
+    """How `retarget disasm` reads one kernel kind's saved programs: `recognizes(path)` says
+    whether a file or kernel directory holds one; `disassemble(path, config=, uops=)` lists it."""
+    recognizes: Callable[[Path], bool]
+    disassemble: Callable[..., str]
+
+
 class Kernel:
     """Compiled code for one region on one target.
 
@@ -160,11 +168,14 @@ class Kernel:
         raise NotImplementedError(f"{cls.__name__}.load")
 
     # ---- `retarget disasm` --------------------------------------------------------------------
+    # A kernel kind that can list its saved programs sets this (its target's disasm.py).
+    disassembler: ClassVar["Disassembler | None"] = None
+
     @classmethod
     def recognizes(cls, path: Path) -> bool:
         """Whether `path` (a saved kernel directory or one of its program files) holds a
-        program of this kind, for `retarget disasm` without --target. Default: no."""
-        return False
+        program of this kind, for `retarget disasm` without --target."""
+        return cls.disassembler is not None and cls.disassembler.recognizes(path)
 
     @classmethod
     def disassemble(cls, path: Path, *, config: str | None = None,
@@ -172,8 +183,10 @@ class Kernel:
         """The program at `path` (a saved kernel directory or its program file) readably, for
         `retarget disasm`. config: a preset or config file overriding the one saved beside
         the program; uops: a micro-op file for a stream that keeps them apart."""
-        raise TargetError(f"kernels of kind {cls.kind!r} have no disassembler "
-                          f"({cls.__name__}.disassemble)")
+        if cls.disassembler is None:
+            raise TargetError(f"kernels of kind {cls.kind!r} have no disassembler "
+                              f"({cls.__name__}.disassembler is not set)")
+        return cls.disassembler.disassemble(path, config=config, uops=uops)
 
 
 Rule = Callable[["Target", Node, Graph], Support]
@@ -383,5 +396,5 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
+__all__ = ["Disassembler", "INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
            "WeightStore"]

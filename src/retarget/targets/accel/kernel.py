@@ -7,9 +7,9 @@ in the program's DRAM buffers on the host side of the shared DRAM (as a board's 
 does), runs the stream and reads the outputs back. Saved as <program files> + kernel.json plus
 the constants in the artifact's npz; nothing in it is executable.
 
-A target subclasses it with its `kind`, `label`, `program_class` (with save(prefix) /
-load(prefix) / insns / buffers / layers / config), its layout (`pack_input`, `unpack_output`)
-and its cycle model (`simulate_timing`).
+A target subclasses it with its `kind` (whose first part names it in messages),
+`program_class` (with save(prefix) / load(prefix) / insns / buffers / layers / config), its
+layout (`pack_input`, `unpack_output`) and its cycle model (`simulate_timing`).
 """
 from __future__ import annotations
 
@@ -80,8 +80,13 @@ class StreamKernel(Kernel):
     where its inputs and outputs live, and per-layer MAC counts (`layers`) for reports."""
 
     kind: ClassVar[str] = ""
-    label: ClassVar[str] = ""              # the target's name, for messages
+    label: ClassVar[str] = ""              # the target's name, for messages: kind's first part
     program_class: ClassVar[type] = type(None)
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if cls.kind and "label" not in cls.__dict__:
+            cls.label = cls.kind.split(".")[0]
 
     def __init__(self, name: str, program, inputs: list[Binding], outputs: list[Binding],
                  constants: dict[str, np.ndarray], layers: Sequence[LayerInfo] = (),

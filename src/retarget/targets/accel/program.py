@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -149,6 +149,19 @@ class SavedStream:
                 return json.load(fh).get("target")
         except (json.JSONDecodeError, AttributeError, OSError):
             return None
+
+    def config(self, given: str | None, from_dict: Callable[[dict], Any],
+               load_config: Callable[[str | None], Any]) -> tuple[Any, str]:
+        """The stream's config and where it came from: `given` (a preset or file, read by the
+        target's `load_config`) wins; else the one saved beside the stream (`from_dict`);
+        else the target's default."""
+        if given is None and self.meta is not None:
+            return from_dict(self.saved_config()), f"from {self.meta.name}"
+        return load_config(given), "given" if given else "default"
+
+    def read(self) -> bytes:
+        with open(self.stream, "rb") as fh:
+            return fh.read()
 
     def saved_config(self) -> dict:
         """The config fields recorded in the stream's JSON (TargetError when unreadable)."""

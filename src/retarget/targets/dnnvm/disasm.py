@@ -75,12 +75,8 @@ def disassemble_file(path: Path, *, config: str | None = None, uops: Path | None
     """A saved stream listed one instruction per line; the config comes from the JSON saved
     beside it unless given (default: zu2). dnnvm keeps no micro-ops (`uops` is unused)."""
     saved = SavedStream.find(path)
-    if config is None and saved.meta is not None:
-        cfg, source = DNNVMConfig.from_dict(saved.saved_config()), f"from {saved.meta.name}"
-    else:
-        cfg, source = load_config(config), "given" if config else "default"
-    with open(saved.stream, "rb") as fh:
-        data = fh.read()
+    cfg, source = saved.config(config, DNNVMConfig.from_dict, load_config)
+    data = saved.read()
     return (f"{saved.stream}: {len(data) // INSN_BYTES} instructions, dnnvm config {cfg.name} "
             f"({cfg.target_name}, {source})\n" + disassemble_bytes(data))
 

@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..accel.kernel import StreamKernel
+from ..base import Disassembler
 from .program import Program
 from .disasm import disassemble_file, recognizes
 from .timing import simulate_timing
@@ -30,10 +31,7 @@ def from_nhwc(p: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 
 class DNNVMKernel(StreamKernel):
     kind: ClassVar[str] = "dnnvm.program"
-    # `retarget disasm` (disasm.py)
-    recognizes = staticmethod(recognizes)
-    disassemble = staticmethod(disassemble_file)
-    label: ClassVar[str] = "dnnvm"
+    disassembler = Disassembler(recognizes, disassemble_file)
     program_class: ClassVar[type] = Program
 
     def pack_input(self, x: np.ndarray, binding=None) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import ClassVar, Sequence
 import numpy as np
 
 from ..accel.kernel import StreamKernel
+from ..base import Disassembler
 from .program import NvdlaProgram
 from .disasm import disassemble_file, format_layer, recognizes
 from .throughput import timing
@@ -17,10 +18,7 @@ from .throughput import timing
 
 class NvdlaKernel(StreamKernel):
     kind: ClassVar[str] = "nvdla.loadable"
-    # `retarget disasm` (disasm.py)
-    recognizes = staticmethod(recognizes)
-    disassemble = staticmethod(disassemble_file)
-    label: ClassVar[str] = "nvdla"
+    disassembler = Disassembler(recognizes, disassemble_file)
     program_class: ClassVar[type] = NvdlaProgram
 
     def pack_input(self, x: np.ndarray, binding=None) -> np.ndarray:

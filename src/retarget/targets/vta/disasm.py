@@ -94,12 +94,8 @@ def disassemble_file(path: Path, *, config: str | None = None, uops: Path | None
     Program.save wrote beside it unless given (default config: pynq)."""
     saved = SavedStream.find(path)
     uops = uops or saved.uops
-    if config is None and saved.meta is not None:
-        cfg, source = VTAConfig.from_dict(saved.saved_config()), f"from {saved.meta.name}"
-    else:
-        cfg, source = load_config(config), "given" if config else "default"
-    with open(saved.stream, "rb") as fh:
-        data = fh.read()
+    cfg, source = saved.config(config, VTAConfig.from_dict, load_config)
+    data = saved.read()
     uop_data = None
     if uops:
         with open(uops, "rb") as fh:

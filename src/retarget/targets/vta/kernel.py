@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..accel.kernel import Binding, LayerInfo, StreamKernel
+from ..base import Disassembler
 from .builder import Program
 from .disasm import disassemble_file, recognizes
 from .config import VTAConfig
@@ -47,10 +48,7 @@ class VTAKernel(StreamKernel):
     """A region lowered to one VTA instruction stream (see targets/accel/kernel.py)."""
 
     kind: ClassVar[str] = "vta.program"
-    # `retarget disasm` (disasm.py)
-    recognizes = staticmethod(recognizes)
-    disassemble = staticmethod(disassemble_file)
-    label: ClassVar[str] = "vta"
+    disassembler = Disassembler(recognizes, disassemble_file)
     program_class: ClassVar[type] = Program
 
     def pack_input(self, x: np.ndarray, binding: Binding | None = None) -> np.ndarray:
