@@ -3,9 +3,14 @@
 For VGG-16, ResNet-50, ResNet-152 and GoogLeNet at 224x224, batch 1, on zu2 and zu9: the
 cycle model's baseline (unfused) GOP/s beside the paper's Table III / IV figure, compile time
 (calibration excluded), and the behavioural simulator's speed running the whole network.
-Then the two worked cases of Sec. VI-B (Fig. 7, Fig. 8) timed layer by layer, and the speed
-goals: simulator >= 1 G MAC/s on a ResNet-50 layer, compile ResNet-50 <= 5 s, cycle model
-<= 50 ms for a whole ResNet-50.
+Then the two worked cases of Sec. VI-B (Fig. 7 conv + pool, Fig. 8 conv + eltwise add) apart,
+serial and fused, with the DDR traffic cut; Table IV's ZU9 column on the chip as the paper ran
+it (batch 3: three engines, a frame each, a third of the on-chip memory each, optimised
+fusion) with its sensitivity to the per-engine DDR rate; Table V (explore's DSP / BRAM model
+beside the paper's, GOP/s/W from the paper's board power); and the speed goals: simulator
+>= 1 G MAC/s on a ResNet-50 layer, compile ResNet-50 <= 5 s, cycle model <= 50 ms for a whole
+ResNet-50. --json adds "fig7", "fig8" (ours_ms, paper_ms, speedup, traffic_cut, ...) and
+"zu9_batch3" ({net: {gops_model, gops_paper}}) to the per-network entries.
 
 "GOP/s model" is what compile() produces (eq. 5 tiles unless the cycle model times a larger
 tile faster); "eq. 5 only" is the same network with the paper's tiles everywhere.
@@ -14,6 +19,7 @@ the paper) over their modelled time. zu9's figure is per chip: its three engines
 frame (batch-1 latency is one engine's; the table prints both).
 
     python benchmarks/bench_dnnvm.py [--json FILE] [--nets vgg16,resnet50] [--presets zu2]
+                                     [--no-sim] [--no-zu9]
     python benchmarks/bench_dnnvm.py --calibrate     # refit ddr_bytes_per_cycle, insn_overhead
 
 --calibrate fits the two free fields on the paper's *baseline* VGG and ResNet-50 at zu2 only
