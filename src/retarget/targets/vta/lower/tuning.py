@@ -25,6 +25,7 @@ cached by (layer without its name, config, vthreads), so a network repeating a l
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from ...accel.tile_search import ChoiceCache, judge, rank
 from ..config import VTAConfig
@@ -34,7 +35,8 @@ from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, Resi
 from .schedule import (Schedule, _axis_real, candidates, conv_consts, conv_geom, dram_cost,
                        estimate, resident_consts)
 from .tensor import ceil_div
-from .conv import _co_plans, _first_tile_head, _window, lower_conv2d_for_timing
+from .conv import (_co_plans, _first_tile_head, _window, input_key, lower_conv2d_for_timing,
+                   weight_key)
 from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
 
 SCREENED = 24                  # candidates per thread count ranked by conv_cycles after the screen
@@ -71,6 +73,16 @@ class _Shape:
 
     def __init__(self, tn: int, th: int, tw: int, tco: int, oh0: int = 0, ow0: int = 0):
         self.tn, self.th, self.tw, self.tco, self.oh0, self.ow0 = tn, th, tw, tco, oh0, ow0
+
+
+class _TileCosts(NamedTuple):
+    """What a conv tile costs beyond its loads, by its shape alone (conv_cycles)."""
+    gemm: int              # kernels * (overhead + GEMM pipeline) per phase
+    reset: int             # cycles of the accumulator reset
+    epilogue: int          # cycles of the requantisation ALU passes
+    store: tuple           # (cycles, bus beats) of its stores
+    const: tuple | None    # (cycles, beats) of its bias / requant load; None when resident
+    work: int              # tn * positions * tco * kernel taps (GEMM iterations per input block)
 
 
 def _epilogue_passes(layer: Conv2d) -> int:
@@ -144,18 +156,18 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                                         else dma(tco, x, wgt_eb))
         return wl
     # What a tile costs beyond its loads depends on its shape alone: (tn, th, tw, tco) ->
-    # (kernels * (ovh + gemm_pipe), reset cycles, epilogue cycles, store (cycles, beats),
-    #  constant load (cycles, beats) or None when the constants are resident, tn*npos*tco*kk)
-    shapes: dict[tuple, tuple] = {}
+    # its _TileCosts
+    shapes: dict[tuple, _TileCosts] = {}
 
-    def shape_of(tn: int, th: int, tw: int, tco: int) -> tuple:
+    def shape_of(tn: int, th: int, tw: int, tco: int) -> _TileCosts:
         npos = th * tw
         n_acc = tn * tco * npos
         kernels = 1 if npos == 1 else tn
         t = _Shape(tn, th, tw, tco)
-        return (kernels * (ovh + gemm_pipe), ovh + gemm_pipe + n_acc,
-                passes * (ovh + alu_pipe + n_acc * alu_ii), store_cost(t),
-                None if resident else dma(1, tco * nconst, acc_eb), tn * npos * tco * kk)
+        return _TileCosts(kernels * (ovh + gemm_pipe), ovh + gemm_pipe + n_acc,
+                          passes * (ovh + alu_pipe + n_acc * alu_ii), store_cost(t),
+                          None if resident else dma(1, tco * nconst, acc_eb),
+                          tn * npos * tco * kk)
 
     # The tiles in emission order (conv._tiles), each as (spatial key, input-window key,
     # tile, c0, tco, phases, shape costs); the keys are shared by the tiles of one position.
@@ -194,9 +206,9 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             runs = []      # this phase's loads in stream order: (first start, cost each, count)
             nloads = 0
             for th, (sp, win, pos, c0, tco, phases, sh) in group:
-                p0, tci, ci0, nci = phases[p]
-                ik = (sp, ci0, nci)
-                wk = (c0, tco, p0, tci)
+                ph = phases[p]
+                tci, nci = ph.tci, ph.nci
+                ik, wk = input_key(sp, ph), weight_key(c0, tco, ph)
                 need_i, need_w = ik != res_i[th], wk != res_w[th]
                 res_i[th], res_w[th] = ik, wk
                 if not (need_i or need_w):
@@ -230,7 +242,7 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                     t_comp = max(t_comp, store_done[th], gate) + reset
                     if const is not None:
                         t_comp, bus_beats = t_comp + const[0], bus_beats + const[1]
-                t_comp = max(t_comp, ready[th], gate) + gemm_cost + work * phases[p][1]
+                t_comp = max(t_comp, ready[th], gate) + gemm_cost + work * phases[p].tci
                 gemm_done[th] = t_comp
                 if alu_stage and p == len(phases) - 1:
                     # the ALU stage: this tile's epilogue on its own module, then its store
@@ -241,11 +253,11 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
         if alu_stage:
             continue
         epi_done = [0] * v
-        for th, tile in group:
-            t_comp += tile[6][2]
+        for th, (*_, sh) in group:
+            t_comp += sh.epilogue
             epi_done[th] = t_comp
-        for th, tile in group:
-            d, b = tile[6][3]
+        for th, (*_, sh) in group:
+            d, b = sh.store
             t_store = max(t_store, epi_done[th]) + d
             bus_beats += b
             store_done[th] = t_store
@@ -261,9 +273,9 @@ def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load) 
     for sp, win, pos, c0, tco, phases, sh in tiles:
         gemm_cost, reset, epi, store, const, work = sh
         last = len(phases) - 1
-        for p, (p0, tci, ci0, nci) in enumerate(phases):
-            ik = (sp, ci0, nci)
-            wk = (c0, tco, p0, tci)
+        for p, ph in enumerate(phases):
+            tci, nci = ph.tci, ph.nci
+            ik, wk = input_key(sp, ph), weight_key(c0, tco, ph)
             need_i, need_w = ik != res_i, wk != res_w
             res_i, res_w = ik, wk
             ready = gate = 0
