@@ -35,8 +35,7 @@ from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, Resi
 from .schedule import (Schedule, _axis_real, candidates, conv_consts, conv_geom, dram_cost,
                        estimate, resident_consts)
 from .tensor import ceil_div
-from .conv import (_co_plans, _first_tile_head, _window, input_key, lower_conv2d_for_timing,
-                   weight_key)
+from .conv import _co_plans, _first_tile_head, _window, lower_conv2d_for_timing
 from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
 
 SCREENED = 24                  # candidates per thread count ranked by conv_cycles after the screen
@@ -206,9 +205,10 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             runs = []      # this phase's loads in stream order: (first start, cost each, count)
             nloads = 0
             for th, (sp, win, pos, c0, tco, phases, sh) in group:
-                ph = phases[p]
-                tci, nci = ph.tci, ph.nci
-                ik, wk = input_key(sp, ph), weight_key(c0, tco, ph)
+                p0, tci, ci0, nci = phases[p]
+                # conv.input_key / conv.weight_key, inlined: this runs per phase of every
+                # tile of every candidate the search ranks
+                ik, wk = (sp, ci0, nci), (c0, tco, p0, tci)
                 need_i, need_w = ik != res_i[th], wk != res_w[th]
                 res_i[th], res_w[th] = ik, wk
                 if not (need_i or need_w):
@@ -242,7 +242,7 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                     t_comp = max(t_comp, store_done[th], gate) + reset
                     if const is not None:
                         t_comp, bus_beats = t_comp + const[0], bus_beats + const[1]
-                t_comp = max(t_comp, ready[th], gate) + gemm_cost + work * phases[p].tci
+                t_comp = max(t_comp, ready[th], gate) + gemm_cost + work * tci
                 gemm_done[th] = t_comp
                 if alu_stage and p == len(phases) - 1:
                     # the ALU stage: this tile's epilogue on its own module, then its store
@@ -273,9 +273,8 @@ def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load) 
     for sp, win, pos, c0, tco, phases, sh in tiles:
         gemm_cost, reset, epi, store, const, work = sh
         last = len(phases) - 1
-        for p, ph in enumerate(phases):
-            tci, nci = ph.tci, ph.nci
-            ik, wk = input_key(sp, ph), weight_key(c0, tco, ph)
+        for p, (p0, tci, ci0, nci) in enumerate(phases):
+            ik, wk = (sp, ci0, nci), (c0, tco, p0, tci)      # conv.input_key / weight_key
             need_i, need_w = ik != res_i, wk != res_w
             res_i, res_w = ik, wk
             ready = gate = 0
