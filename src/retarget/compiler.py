@@ -162,7 +162,9 @@ def node_costs(graph: Graph, targets: list[Target]) -> list[dict[str, float | No
     if missing:
         raise TargetError(f"placement 'cheapest' needs a cost model on every device; "
                           f"{', '.join(missing)} has none (use placement 'first')")
-    return [{t.name: t.estimate_node_cost(n, graph) for t in targets} for n in graph.nodes]
+    caches = {t.name: {} for t in targets}
+    return [{t.name: t.estimate_node_cost(n, graph, caches[t.name]) for t in targets}
+            for n in graph.nodes]
 
 
 def _fusion_strategy(target: Target, fusion: str | None, several: bool = False) -> str:

@@ -277,7 +277,7 @@ class _Chooser:
             return where, (refused[d] if where == CPU else self.said[i][d].reason or "supported")
         parts = [f"{d}: {refused[d]}" for d in self.names if d in refused]
         if where != CPU:
-            parts.append(f"{where}: {why or self.said[i][where].reason or 'supported'}")
+            parts.append(why or f"{where}: {self.said[i][where].reason or 'supported'}")
         return where, "; ".join(parts)
 
     def _cheapest(self, i: int, open_: list[str]) -> tuple[str, str]:

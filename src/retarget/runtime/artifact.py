@@ -73,6 +73,9 @@ def save_module(module, directory: str | Path) -> Path:
     manifest = {"format": FORMAT, "version": VERSION,
                 "target": {"name": t.name, "preset": t.preset_name, "config": t.config_dict()},
                 "graph": GRAPH_FILE, "regions": regions, "report": module.report.to_dict()}
+    if len(module.targets) > 1:   # several devices: each one's target as "target" records it
+        manifest["devices"] = [{"name": d.name, "preset": d.preset_name,
+                                "config": d.config_dict()} for d in module.targets.values()]
     for name, a in consts.items():
         if weights[name] is not a:
             raise RetargetError(f"a kernel replaced graph constant {name!r} in the weight store; "
@@ -134,12 +137,9 @@ def load_module(directory: str | Path, verify: bool = True):
             weights = {k: z[k] for k in z.files}
     except ARRAY_FILE_ERRORS as e:
         raise ModelLoadError(f"{src / 'weights.npz'}: not a readable .npz of arrays ({e})") from None
-    t = manifest["target"]
-    try:
-        target = target_class(t["name"])(preset=t.get("preset")).with_overrides(
-            _jsonable_config(t["config"]))
-    except RetargetError as e:
-        raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
+    target = _load_target(src, manifest["target"])
+    targets = {target.name: target}
+    targets.update((d["name"], _load_target(src, d)) for d in _devices(src, manifest)[1:])
     graph = load_graph(src / _plain_name(manifest["graph"]), allowed_arrays=manifest["files"])
     try:
         verify_graph(graph)
@@ -152,9 +152,9 @@ def load_module(directory: str | Path, verify: bool = True):
     for e, r in zip(manifest["regions"], regions):
         if r.target == "cpu":
             continue
-        if r.target != target.name:
+        if r.target not in targets:
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} is for target "
-                                 f"{r.target!r}, the module's target is {target.name!r}")
+                                 f"{r.target!r}, the module's targets are {sorted(targets)}")
         if not isinstance(e.get("kernel"), dict):
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel spec")
         kdir = src / "kernels" / _plain_name(r.name)
@@ -162,7 +162,7 @@ def load_module(directory: str | Path, verify: bool = True):
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel files "
                                  f"(kernels/{r.name}/ is not in the artifact)")
         try:
-            kernels[r.name] = target.load_kernel(kdir, e["kernel"], weights)
+            kernels[r.name] = targets[r.target].load_kernel(kdir, e["kernel"], weights)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
                 RecursionError, OSError) as err:
             # Everything in an artifact is input: a kernel loader that trips over a damaged
@@ -176,11 +176,34 @@ def load_module(directory: str | Path, verify: bool = True):
                             int(g["alone_cycles"])) for g in rep.get("fused", [])]
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
                                  int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]),
-                                 str(rep.get("fusion", "none")), fused)
-    except (KeyError, TypeError, ValueError) as e:
+                                 str(rep.get("fusion", "none")), fused,
+                                 int(rep["summary"].get("bytes_between_devices", 0)),
+                                 str(rep.get("choice", "first")))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
                              f"({type(e).__name__}: {e})") from None
-    return Module(graph, target, regions, kernels, report)
+    return Module(graph, target, regions, kernels, report, targets=targets)
+
+
+def _load_target(src: Path, t: dict):
+    """The registered target a manifest's target entry names, with its recorded config."""
+    try:
+        return target_class(t["name"])(preset=t.get("preset")).with_overrides(
+            _jsonable_config(t["config"]))
+    except RetargetError as e:
+        raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
+
+
+def _devices(src: Path, m: dict) -> list[dict]:
+    """The optional "devices" list of a module compiled for several targets, each entry
+    checked as "target" is; the first must be the module's target."""
+    devices = m.get("devices", [])
+    if not isinstance(devices, list) or (devices and devices[0] != m["target"]):
+        raise _fail(src, "'devices' must list every target of the module, the first being "
+                         "'target'")
+    for d in devices:   # each entry as _check_manifest checks "target"
+        _check_manifest(src, {**m, "target": d})
+    return devices
 
 
 def _read_manifest(src: Path) -> dict:

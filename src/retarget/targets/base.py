@@ -12,7 +12,8 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
   in a Module artifact and is rebuilt from them by `load_kernel`, which looks the kernel kind up
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
 - `make_device()`: the Device (runtime/device.py) that runs the kernels.
-- `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
+- `estimate_cost(region)`, `estimate_node_cost(node, graph)`: optional, seconds on the device
+  (None when the target has no model; targets/accel/cost.py fills both in from a cycle model).
 - `design_space(preset)`: optional, the hardware design space `retarget explore` sweeps
   (targets/<name>/space.py; docs/explore.md); None by default.
 - `number_format`: the integer format the target computes in (a NumberFormat), or None for a
@@ -309,6 +310,14 @@ class Target:
 
     def estimate_cost(self, region: Region) -> float | None:
         """Estimated seconds for `region` on this target, or None without a cost model."""
+        return None
+
+    # True when estimate_node_cost prices nodes (what `placement="cheapest"` needs)
+    has_cost_model: ClassVar[bool] = False
+
+    def estimate_node_cost(self, node: Node, graph: Graph, cache: dict | None = None) -> float | None:
+        """Estimated seconds of `node` on this target, for placement across devices (`cache`:
+        one compile's prices, shared by its calls); None without a cost model."""
         return None
 
     def load_kernel(self, directory: Path, spec: Mapping[str, Any],
