@@ -161,7 +161,8 @@ def node_costs(graph: Graph, targets: list[Target]) -> list[dict[str, float | No
     missing = [t.name for t in targets if not t.has_cost_model]
     if missing:
         raise TargetError(f"placement 'cheapest' needs a cost model on every device; "
-                          f"{', '.join(missing)} has none (use placement 'first')")
+                          f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} none (use "
+                          f"placement 'first')")
     caches = {t.name: {} for t in targets}
     return [{t.name: t.estimate_node_cost(n, graph, caches[t.name]) for t in targets}
             for n in graph.nodes]

@@ -1,0 +1,165 @@
+"""Placement across devices: one compile for vta and dnnvm with the CPU as the last resort.
+
+A small ResNet-18 split across the two accelerators and the CPU runs bit-exactly against the
+integer reference; pins are honoured and refused where they must be; the bytes moved between
+devices are counted the same way by the partitioner and the executor; a saved module with two
+devices loads and checks in a fresh process."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+
+import retarget
+from retarget import zoo
+from retarget.compiler import node_costs
+from retarget.errors import GraphError, PlacementError, TargetError
+from retarget.frontend.onnx import import_model
+from retarget.targets.cpu.reference import run_graph
+
+NET = dict(size=32, width=0.25, num_classes=10, seed=0)
+DEVICES = "vta,dnnvm:test"
+PIN = {"/layer2*": "dnnvm"}     # the rest of the convolutions go to vta, the first device
+
+
+def _graph():
+    return import_model(zoo.build("resnet18", **NET))
+
+
+def _samples(graph, count=2, seed=1):
+    rng = np.random.default_rng(seed)
+    return [{v.name: rng.standard_normal(v.type.shape).astype(np.float32) for v in graph.inputs}
+            for _ in range(count)]
+
+
+def _compile(graph, target=DEVICES, **options):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return retarget.compile(graph, target, calibration=_samples(graph), **options)
+
+
+@pytest.fixture(scope="module")
+def split():
+    g = _graph()
+    m = _compile(g, pins=PIN)
+    yield m
+    m.close()
+
+
+def _moved_between(module) -> int:
+    """Bytes of values one device makes and another reads, once per reading device."""
+    made = {id(v): r.target for r in module.regions if r.target != "cpu" for v in r.outputs}
+    seen, total = set(), 0
+    for r in module.offloaded:
+        for v in r.inputs:
+            src = made.get(id(v))
+            if src is not None and src != r.target and (id(v), r.target) not in seen:
+                seen.add((id(v), r.target))
+                total += v.type.nbytes
+    return total
+
+
+def test_split_across_two_accelerators_and_the_cpu_is_bit_exact(split):
+    m = split
+    on = {n.name: n.placement for n in m.report.nodes}
+    assert {"vta", "dnnvm", "cpu"} <= set(on.values())
+    assert all(p == "dnnvm" for name, p in on.items() if name.startswith("/layer2"))
+    assert on["/layer1.0.conv1/Conv"] == "vta" and on["/layer3.0.conv1/Conv"] == "vta"
+    for x in _samples(m.graph, 2, seed=5):
+        got, want = m.run(x), run_graph(m.graph, x)
+        assert all(np.array_equal(got[k], want[k]) and got[k].dtype == want[k].dtype for k in want)
+
+
+def test_bytes_moved_between_devices_are_counted(split):
+    m = split
+    want = _moved_between(m)
+    assert want > 0                                   # vta -> dnnvm -> vta directly
+    assert m.report.bytes_between_devices == want
+    m.run(_samples(m.graph, 1, seed=3)[0])
+    assert sum(p.bytes_between for p in m.profile) == want
+    assert sum(p.bytes_in + p.bytes_out for p in m.profile) == m.report.bytes_crossing
+    assert f"of which {want} move between devices" in m.report.table()
+
+
+def test_first_device_that_accepts_a_node_and_why_the_earlier_refused(split):
+    fc = {n.name: n for n in split.report.nodes}["/fc/Gemm"]
+    assert fc.placement == "vta"
+    m = _compile(_graph(), "dnnvm:test,vta")
+    nodes = {n.name: n for n in m.report.nodes}
+    assert nodes["/layer1.0.conv1/Conv"].placement == "dnnvm"
+    fc = nodes["/fc/Gemm"]
+    assert fc.placement == "vta"
+    assert fc.reason.startswith("dnnvm: ") and "fully-connected" in fc.reason and "vta: " in fc.reason
+    x = _samples(m.graph, 1, seed=2)[0]
+    got, want = m.run(x), run_graph(m.graph, x)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+    m.close()
+
+
+def test_pins_are_honoured_and_refused_with_the_reason():
+    g = _graph()
+    m = _compile(g, pins={"/layer1.0.conv*": "cpu"})
+    nodes = {n.name: n for n in m.report.nodes}
+    assert nodes["/layer1.0.conv1/Conv"].placement == "cpu"
+    assert "pinned to cpu by '/layer1.0.conv*'" in nodes["/layer1.0.conv1/Conv"].reason
+    m.close()
+    with pytest.raises(PlacementError, match=r"'/fc/Gemm'.*cannot run on dnnvm.*fully-connected"):
+        _compile(g, pins={"/fc/Gemm": "dnnvm"})
+    with pytest.raises(PlacementError, match=r"'nvdla' is not a device of this compile"):
+        _compile(g, pins={"/fc/Gemm": "nvdla"})
+    with pytest.raises(GraphError, match=r"pin to dnnvm '/nothing\*' matches no node"):
+        _compile(g, pins={"/nothing*": "dnnvm"})
+    with pytest.raises(PlacementError, match="forced onto cpu"):
+        _compile(g, pins={"/layer2*": "dnnvm"}, cpu_nodes=["/layer2.0.conv1/Conv"])
+
+
+def test_devices_must_share_a_number_format_and_appear_once():
+    g = _graph()
+    with pytest.raises(TargetError, match=r"share a number format; vta int8-pow2, nvdla "
+                                          r"int8-mul-shift per-channel"):
+        retarget.compile(g, ["vta", "nvdla"])
+    with pytest.raises(TargetError, match="each target may appear once"):
+        retarget.compile(g, "vta,vta:1x32")
+    with pytest.raises(TargetError, match="config overrides"):
+        retarget.compile(g, "vta,dnnvm", config={"clock_mhz": 200})
+
+
+def test_cheapest_placement_follows_the_cost_models():
+    g = _graph()
+    m = _compile(g, placement="cheapest")
+    costs = node_costs(m.graph, list(m.targets.values()))
+    for n, c, node in zip(m.report.nodes, costs, m.graph.nodes):
+        priced = {d: s for d, s in c.items() if s is not None}
+        if n.placement != "cpu" and len(priced) == 2:
+            assert priced[n.placement] == min(priced.values()), (n.name, priced)
+            assert "cheapest: " in n.reason
+    assert {"vta", "dnnvm"} <= {n.placement for n in m.report.nodes}
+    x = _samples(m.graph, 1, seed=4)[0]
+    got, want = m.run(x), run_graph(m.graph, x)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+    m.close()
+    with pytest.raises(TargetError, match="needs a cost model on every device; c, sunway have none"):
+        retarget.compile(g, "c,sunway", placement="cheapest")
+
+
+def test_cli_compile_save_and_check_in_a_fresh_process(tmp_path):
+    model = tmp_path / "resnet18.onnx"
+    onnx.save(zoo.build("resnet18", **NET), model)
+    out = tmp_path / "art"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "retarget", *a], capture_output=True,
+                                    text=True, timeout=300)
+    r = run("compile", str(model), "--target", DEVICES, "--pin", "/layer2*=dnnvm", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "move between devices" in r.stdout and "pinned to dnnvm by '/layer2*'" in r.stdout
+    r = run("run", str(out), "--check", "--profile")
+    assert r.returncode == 0, r.stderr
+    assert "bit-exact vs the integer reference" in r.stdout
+    assert "bytes moved between devices" in r.stdout
+    r = run("compile", str(model), "--target", DEVICES, "--pin", "/fc/Gemm=dnnvm")
+    last = r.stderr.strip().splitlines()[-1]     # after the calibration warning: one line
+    assert r.returncode == 2 and last.startswith("error: pin '/fc/Gemm'=dnnvm: Gemm '/fc/Gemm' "
+                                                 "cannot run on dnnvm")
