@@ -81,9 +81,10 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
     cpu_nodes = tuple(cpu_nodes)
     pins = dict(pins or {})
     g = to_number_format(g, tgt, calibration)
-    for k, t in enumerate(targets):
+    elsewhere = _placed_elsewhere(g, targets, pins, placement) if len(targets) > 1 else {}
+    for t in targets:
         t.cpu_nodes = cpu_nodes + tuple(p for p, d in pins.items() if d != t.name) + \
-            (_taken_earlier(g, targets[:k], pins) if placement == "first" else ())
+            elsewhere.get(t.name, ())
         g = rewrite(g, t)
     # 5. partition: annotate, merge convex regions, apply the size rule, schedule
     costs = node_costs(g, targets) if placement == "cheapest" else None
@@ -145,14 +146,28 @@ def resolve_targets(target: "str | Path | Target | Sequence", config: Mapping[st
     return targets
 
 
-def _taken_earlier(graph: Graph, earlier: list[Target], pins: Mapping[str, str]) -> tuple[str, ...]:
-    """Names (as exact patterns) of the unpinned nodes a device earlier in the list accepts:
-    first-fit places them there, so a later device's rewrite (vta's window packing) must not
-    reshape them for itself."""
-    pinned = [p for p in pins]
-    return tuple(glob.escape(n.name) for n in graph.nodes
-                 if not any(fnmatch.fnmatchcase(n.name, p) for p in pinned)
-                 and any(t.supports(n, graph).ok for t in earlier))
+def _placed_elsewhere(graph: Graph, targets: list[Target], pins: Mapping[str, str],
+                      placement: str) -> dict[str, tuple[str, ...]]:
+    """Per device, the unpinned nodes (as exact name patterns) the partitioner will give
+    another device, so that this device's rewrite (vta's window packing) leaves them alone:
+    with first-fit, those an earlier device accepts; with cheapest, those another device
+    prices lower (on the graph before any rewrite)."""
+    costs = node_costs(graph, targets) if placement == "cheapest" else None
+    out: dict[str, list[str]] = {t.name: [] for t in targets}
+    for i, n in enumerate(graph.nodes):
+        if any(fnmatch.fnmatchcase(n.name, p) for p in pins):
+            continue
+        takers = [t.name for t in targets if t.supports(n, graph).ok]
+        if costs is None:
+            others = [t.name for t in targets[next((k + 1 for k, t in enumerate(targets)
+                                                    if t.name in takers), 0):]] if takers else []
+        else:
+            priced = {d: costs[i][d] for d in takers if costs[i][d] is not None}
+            best = min(priced, key=lambda d: (priced[d], takers.index(d))) if priced else None
+            others = [t.name for t in targets if best is not None and t.name != best]
+        for d in others:
+            out[d].append(glob.escape(n.name))
+    return {d: tuple(names) for d, names in out.items()}
 
 
 def node_costs(graph: Graph, targets: list[Target]) -> list[dict[str, float | None]]:
