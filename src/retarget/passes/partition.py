@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import GraphError, PlacementError, RetargetError, TargetError, node_context
-from ..ir.graph import Graph, Node, Value
+from ..ir.graph import Graph, Node
 from ..ops.registry import get_op, resolve_attrs
-from ..targets.base import Region, Target
+from ..targets.base import Region, Target, external_inputs
 
 CPU = "cpu"
 
@@ -478,13 +478,7 @@ def _build_regions(graph: Graph, order: list[int], assign: list[int], placement:
         idx.sort()  # graph order is a topological order of the region's own nodes
         rnodes = [graph.nodes[i] for i in idx]
         inside = {id(n) for n in rnodes}
-        produced = {id(v) for n in rnodes for v in n.outputs}
-        inputs: list[Value] = []
-        for n in rnodes:
-            for v in n.inputs:
-                if v is not None and not v.is_const and id(v) not in produced \
-                        and all(v is not x for x in inputs):
-                    inputs.append(v)
+        inputs = external_inputs(rnodes)
         outputs = [v for n in rnodes for v in n.outputs
                    if id(v) in graph_outputs or any(id(u) not in inside for u in consumers.get(v, []))]
         counts[where] = counts.get(where, -1) + 1

@@ -108,6 +108,19 @@ class Region:
         return [n.name for n in self.nodes]
 
 
+def external_inputs(nodes: Sequence[Node]) -> list[Value]:
+    """The non-constant values `nodes` read that none of them produces, in first-use order:
+    the inputs of a region made of them."""
+    produced = {id(v) for n in nodes for v in n.outputs}
+    inputs: list[Value] = []
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None and not v.is_const and id(v) not in produced \
+                    and all(v is not x for x in inputs):
+                inputs.append(v)
+    return inputs
+
+
 # The store every kernel writes its arrays into when a Module is saved (one weights.npz per
 # artifact, keyed by name); values in it are plain NumPy arrays, never objects.
 WeightStore = dict[str, np.ndarray]
@@ -367,5 +380,5 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
+__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "external_inputs", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
            "WeightStore"]

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...errors import RetargetError
-from ...ir.graph import Graph, Node, Value
+from ...ir.graph import Graph, Node
 from ...ops.quantized import ACCUMULATING_OPS
-from ..base import Region
+from ..base import Region, external_inputs
 from .graph_layers import fused_requantize
 
 # (id of graph, names of the unit's nodes) -> seconds or None: one compile's prices
@@ -38,14 +38,8 @@ def layer_unit(node: Node, graph: Graph) -> list[Node]:
 def unit_region(nodes: list[Node], target: str) -> Region:
     """`nodes` (in graph order) as a region of their own: inputs what they read from outside
     (constants stay inside), outputs the last node's."""
-    made = {id(v) for n in nodes for v in n.outputs}
-    inputs: list[Value] = []
-    for n in nodes:
-        for v in n.inputs:
-            if v is not None and not v.is_const and id(v) not in made \
-                    and all(v is not u for u in inputs):
-                inputs.append(v)
-    return Region(f"{target}_cost", target, list(nodes), inputs, list(nodes[-1].outputs))
+    return Region(f"{target}_cost", target, list(nodes), external_inputs(nodes),
+                  list(nodes[-1].outputs))
 
 
 class StreamCost:
