@@ -19,6 +19,7 @@ from retarget import zoo
 from retarget.compiler import node_costs
 from retarget.errors import GraphError, PlacementError, TargetError
 from retarget.frontend.onnx import import_model
+from retarget.runtime.module import Module
 from retarget.targets.cpu.reference import run_graph
 
 NET = dict(size=32, width=0.25, num_classes=10, seed=0)
@@ -74,7 +75,7 @@ def test_split_across_two_accelerators_and_the_cpu_is_bit_exact(split):
         assert all(np.array_equal(got[k], want[k]) and got[k].dtype == want[k].dtype for k in want)
 
 
-def test_bytes_moved_between_devices_are_counted(split):
+def test_bytes_moved_between_devices_are_counted(split, tmp_path):
     m = split
     want = _moved_between(m)
     assert want > 0                                   # vta -> dnnvm -> vta directly
@@ -83,6 +84,9 @@ def test_bytes_moved_between_devices_are_counted(split):
     assert sum(p.bytes_between for p in m.profile) == want
     assert sum(p.bytes_in + p.bytes_out for p in m.profile) == m.report.bytes_crossing
     assert f"of which {want} move between devices" in m.report.table()
+    loaded = Module.load(m.save(tmp_path / "art"))
+    assert loaded.report.bytes_between_devices == want and loaded.report.table() == m.report.table()
+    assert sorted(loaded.targets) == ["dnnvm", "vta"] and loaded.targets["dnnvm"].preset_name == "test"
 
 
 def test_first_device_that_accepts_a_node_and_why_the_earlier_refused(split):

@@ -191,8 +191,7 @@ def test_report_summary_and_table():
     s = parts.report.summary
     nbytes = C * HW * HW * 4
     assert s == {"nodes_on_target": 1, "nodes_on_cpu": 1, "macs_on_target": C * C * HW * HW,
-                 "macs_on_cpu": 0, "regions": 1, "bytes_crossing": 2 * nbytes,
-                 "bytes_between_devices": 0}
+                 "macs_on_cpu": 0, "regions": 1, "bytes_crossing": 2 * nbytes}
     table = parts.report.table()
     assert "toy_0" in table and "no kernel for Add" in table and "1 region(s)" in table
 

@@ -91,16 +91,21 @@ class PlacementReport:
         cpu = [n for n in self.nodes if n.placement == CPU]
         return {"nodes_on_target": len(off), "nodes_on_cpu": len(cpu),
                 "macs_on_target": sum(n.macs for n in off), "macs_on_cpu": sum(n.macs for n in cpu),
-                "regions": self.num_regions, "bytes_crossing": self.bytes_crossing,
-                "bytes_between_devices": self.bytes_between_devices}
+                "regions": self.num_regions, "bytes_crossing": self.bytes_crossing}
+
+    @property
+    def several_devices(self) -> bool:
+        return "," in self.target
 
     def to_dict(self) -> dict:
-        return {"target": self.target, "summary": self.summary,
-                "nodes": [{"name": n.name, "op": n.op, "placement": n.placement,
-                           "reason": n.reason, "macs": n.macs, "region": n.region}
-                          for n in self.nodes],
-                "fusion": self.fusion, "fused": [g.to_dict() for g in self.fused],
-                "choice": self.choice}
+        d = {"target": self.target, "summary": self.summary,
+             "nodes": [{"name": n.name, "op": n.op, "placement": n.placement,
+                        "reason": n.reason, "macs": n.macs, "region": n.region}
+                       for n in self.nodes],
+             "fusion": self.fusion, "fused": [g.to_dict() for g in self.fused]}
+        if self.several_devices:   # only then: a one-device report (and artifact) is unchanged
+            d.update(bytes_between_devices=self.bytes_between_devices, choice=self.choice)
+        return d
 
     def table(self) -> str:
         """The report as a plain-text table followed by the summary."""
@@ -112,7 +117,7 @@ class PlacementReport:
         total = max(s["macs_on_target"] + s["macs_on_cpu"], 1)
         lines.append("")
         devices = self.devices
-        if len(devices) > 1 or "," in self.target:
+        if len(devices) > 1 or self.several_devices:
             for d in devices:
                 on = self.on(d)
                 macs = sum(n.macs for n in on)
@@ -120,7 +125,7 @@ class PlacementReport:
                              f"{len({n.region for n in on})} region(s)")
             lines.append(f"cpu: {s['nodes_on_cpu']} nodes, {s['macs_on_cpu']} MACs; "
                          f"{s['bytes_crossing']} bytes cross host<->device per run, of which "
-                         f"{s['bytes_between_devices']} move between devices "
+                         f"{self.bytes_between_devices} move between devices "
                          f"(placement: {self.choice})")
         else:
             lines.append(f"{self.target}: {s['nodes_on_target']} nodes, {s['macs_on_target']} "

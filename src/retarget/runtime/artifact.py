@@ -177,7 +177,7 @@ def load_module(directory: str | Path, verify: bool = True):
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
                                  int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]),
                                  str(rep.get("fusion", "none")), fused,
-                                 int(rep["summary"].get("bytes_between_devices", 0)),
+                                 int(rep.get("bytes_between_devices", 0)),
                                  str(rep.get("choice", "first")))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
