@@ -186,10 +186,10 @@ def node_costs(graph: Graph, targets: list[Target]) -> list[dict[str, float | No
 def _fusion_strategy(target: Target, fusion: str | None, several: bool = False) -> str:
     """The strategy for `target`'s regions. With several devices, an asked-for strategy
     applies to the devices that fuse and "none" to the others."""
+    if fusion is not None and fusion not in STRATEGIES:
+        raise TargetError(f"fusion={fusion!r}; choose one of {', '.join(STRATEGIES)}")
     if fusion is None or (several and not target.fusion_templates):
         return "optimized" if target.fusion_templates else "none"
-    if fusion not in STRATEGIES:
-        raise TargetError(f"fusion={fusion!r}; choose one of {', '.join(STRATEGIES)}")
     if fusion != "none" and not target.fusion_templates:
         raise TargetError(f"target {target.name!r} declares no fusion templates; "
                           f"fusion={fusion!r} needs them (use fusion='none')")
