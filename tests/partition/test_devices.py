@@ -87,6 +87,8 @@ def test_bytes_moved_between_devices_are_counted(split, tmp_path):
     loaded = Module.load(m.save(tmp_path / "art"))
     assert loaded.report.bytes_between_devices == want and loaded.report.table() == m.report.table()
     assert sorted(loaded.targets) == ["dnnvm", "vta"] and loaded.targets["dnnvm"].preset_name == "test"
+    with pytest.raises(TargetError, match="several devices .* not implemented"):
+        m.export_regions(tmp_path / "regions.json")
 
 
 def test_first_device_that_accepts_a_node_and_why_the_earlier_refused(split):
