@@ -32,7 +32,7 @@ from typing import Iterable, Mapping, Sequence
 from ..errors import GraphError, PlacementError, RetargetError, TargetError, node_context
 from ..ir.graph import Graph, Node
 from ..ops.registry import get_op, resolve_attrs
-from ..targets.base import Region, Target, external_inputs
+from ..targets.base import Region, Support, Target, external_inputs
 
 CPU = "cpu"
 
@@ -244,12 +244,17 @@ def partition(graph: Graph, target: "Target | Sequence[Target]", *, cpu_nodes: I
     return result
 
 
+@dataclass(slots=True)
 class _Chooser:
     """Where one node goes given what the devices have refused so far, with the reason."""
-
-    def __init__(self, nodes, names, said, refused, forced, pinned, choice, costs):
-        self.nodes, self.names, self.said, self.refused = nodes, names, said, refused
-        self.forced, self.pinned, self.choice, self.costs = forced, pinned, choice, costs
+    nodes: list[Node]
+    names: list[str]                        # the devices, in order of preference
+    said: list[dict[str, Support]]          # per node: each device's answer
+    refused: list[dict[str, str]]           # per node: device -> why it cannot run it
+    forced: dict[int, str]                  # node -> the cpu_nodes pattern forcing it
+    pinned: dict[int, tuple[str, str]]      # node -> (pattern, device)
+    choice: str
+    costs: Sequence[Mapping[str, float | None]] | None
 
     def refuse(self, i: int, device: str, why: str) -> None:
         """Take `device` away from node i (a pinned node cannot lose its device: an error)."""
