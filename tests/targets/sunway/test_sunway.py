@@ -70,6 +70,15 @@ def check_counters(module, device):
                                                       kernel.config).ldm_bytes
 
 
+def check_emulated(module, graph) -> None:
+    """One emulated run on the module's own device: within 1e-4 of the reference, counters
+    as modelled."""
+    x = image(graph)
+    out, device = run_on_own_device(module, x)
+    assert_close(out, run_graph(graph, x))
+    check_counters(module, device)
+
+
 @pytest.mark.parametrize("name", sorted(NETS))
 def test_network_runs_emulated_within_1e4_with_counters_as_modelled(name):
     graph = import_model(zoo.build(name, **NETS[name]))
@@ -97,10 +106,7 @@ def test_baselines_run_emulated_within_1e4_with_counters_as_modelled(mode):
     graph = import_model(zoo.build("resnet18", **NETS["resnet18"]))
     module = retarget.compile(graph, "sunway", config={"mode": mode})
     try:
-        x = image(graph)
-        out, device = run_on_own_device(module, x)
-        assert_close(out, run_graph(graph, x))
-        check_counters(module, device)
+        check_emulated(module, graph)
         (kernel,) = module.kernels.values()
         copies = [s for c in kernel.program.calls for s, _ in walk(c.kernel.body)
                   if isinstance(s, Copy)]
@@ -272,10 +278,7 @@ def test_double_buffering_runs_emulated_with_counters_as_modelled_and_hides_dma(
     module = retarget.compile(graph, "sunway", config=config)
     single = retarget.compile(graph, "sunway", config={"cpes_per_cg": 4})
     try:
-        x = image(graph)
-        out, device = run_on_own_device(module, x)
-        assert_close(out, run_graph(graph, x))
-        check_counters(module, device)
+        check_emulated(module, graph)
         (kernel,) = module.kernels.values()
         (k1,) = single.kernels.values()
         sources = kernel.emit(kernel.program, kernel.config)

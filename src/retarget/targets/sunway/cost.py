@@ -1,4 +1,4 @@
-"""What each layer would cost on an SW26010 core group (../shared/specs/sunway.md §5).
+"""What each layer would cost on an SW26010 core group (the model of docs/sunway.md).
 
 Counts come from the scheduled loop nests themselves (`cpe_counts`: each CPE runs its share
 of its nests' CPE loops, RT_LO .. RT_HI, and every loop outside them in full); the emulator
