@@ -22,7 +22,7 @@ from importlib import resources
 
 from ...errors import GraphError
 from ...loopnest.c_printer import (C_TYPES, PRELUDE, _KernelPrinter, c_comment, c_float,
-                                   outputs_needing_zero, print_kernel)
+                                   c_identifier, outputs_needing_zero, print_kernel)
 from ...loopnest.ir import Access, Affine, Copy, Kernel, Load, Loop, Store, Tensor, walk
 from ...loopnest.schedule import substitute
 from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output_copies,
@@ -149,6 +149,8 @@ class CpePrinter(_KernelPrinter):
         iteration points its buffers at half (i - lo) % 2, waits for its tiles, issues the
         next iteration's into the other half, and computes."""
         v = self.vars[s.var]
+        v_lo, v_hi = (c_identifier(f"{v}_{end}", self.taken) for end in ("lo", "hi"))
+        self.taken |= {v_lo, v_hi}
         inner = {**extents, s.var: s.extent}
         lo, hi = (f"RT_LO({s.extent}, id, cpes)", f"RT_HI({s.extent}, id, cpes)") \
             if s.kind == "parallel" else ("0", str(s.extent))
@@ -157,7 +159,7 @@ class CpePrinter(_KernelPrinter):
         def halves(which: str) -> None:
             for t in buffers:
                 n = self.names[t.name]
-                self.emit(f"{C_TYPES[t.dtype]} *const {n} = {n}_x2 + (({which} - {v}_lo) & 1)"
+                self.emit(f"{C_TYPES[t.dtype]} *const {n} = {n}_x2 + (({which} - {v_lo}) & 1)"
                           f" * {t.size};")
 
         def fetch(copies) -> None:
@@ -170,19 +172,19 @@ class CpePrinter(_KernelPrinter):
         self.emit(f"{{  /* double-buffered {'CPE ' if s.kind == 'parallel' else ''}loop "
                   f"{c_comment(s.var)}: fetch iteration i + 1 while computing i */")
         self.depth += 1
-        self.emit(f"const int {v}_lo = {lo}, {v}_hi = {hi};")
-        self.emit(f"if ({v}_lo < {v}_hi) {{  /* the first iteration's tiles */")
+        self.emit(f"const int {v_lo} = {lo}, {v_hi} = {hi};")
+        self.emit(f"if ({v_lo} < {v_hi}) {{  /* the first iteration's tiles */")
         self.depth += 1
-        self.emit(f"const int {v} = {v}_lo;")
+        self.emit(f"const int {v} = {v_lo};")
         halves(v)
         fetch(p.copies)
         self.depth -= 1
         self.emit("}")
-        self.emit(f"for (int {v} = {v}_lo; {v} < {v}_hi; {v}++) {{")
+        self.emit(f"for (int {v} = {v_lo}; {v} < {v_hi}; {v}++) {{")
         self.depth += 1
         halves(v)
         self.emit("rt_dma_wait_async();  /* this iteration's tiles have arrived */")
-        self.emit(f"if ({v} + 1 < {v}_hi) {{  /* the next iteration's, into the other half */")
+        self.emit(f"if ({v} + 1 < {v_hi}) {{  /* the next iteration's, into the other half */")
         self.depth += 1
         halves(f"{v} + 1")
         fetch(nxt)

@@ -113,7 +113,9 @@ class SunwayKernel(LibraryKernel, target="sunway"):
         rows.append(total)
         head = (f"{self.program.name}: predicted on {self.config.core_groups} SW26010 core "
                 f"group(s) ({self.config.cpes} CPEs, {self.config.ldm_bytes // 1024} KB LDM), "
-                f"mode {self.program.mode}; baselines: openacc = the careful OpenACC code "
+                f"mode {self.program.mode}"
+                f"{', double-buffered' if self.config.double_buffer else ''}; "
+                f"baselines: openacc = the careful OpenACC code "
                 f"(slices copied into LDM where they fit), elementwise = every element a "
                 f"global load / store")
         columns = ["layer", "kind", "on", "MFLOP", "DMA MiB", "DMA transfers", "LDM B", "ours ms"]
