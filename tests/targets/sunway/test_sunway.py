@@ -20,7 +20,7 @@ from retarget.loopnest.ops import lower_node
 from retarget.runtime.module import Module
 from retarget.targets.cpu.reference import run_graph
 from retarget.targets.sunway.config import SunwayConfig
-from retarget.targets.sunway.cost import cpe_counts, layer_cost
+from retarget.targets.sunway.cost import cpe_counts, layer_cost, paper_layers
 from retarget.targets.sunway.emit import CpePrinter
 from retarget.targets.sunway.schedule import runs_on, schedule
 
@@ -92,6 +92,18 @@ def test_network_runs_emulated_within_1e4_with_counters_as_modelled(name):
         (kernel,) = module.kernels.values()
         on = {runs_on(c.kernel, "swtvm") for c in kernel.program.calls}
         assert "cpe" in on
+        # the paper's layers: each conv / fc with the ReLU that reads its output
+        for layer in paper_layers(kernel.program):
+            calls = [kernel.program.calls[i] for i in layer.calls]
+            assert calls[0].node.split()[0] in ("Conv", "Gemm", "MatMul")
+            assert all(c.node.startswith("Relu") and c.kernel.inputs[0].name ==
+                       calls[0].kernel.outputs[0].name for c in calls[1:])
+        if name in ("alexnet", "vgg19"):
+            kinds = [layer.kind for layer in paper_layers(kernel.program)]
+            assert kinds.count("conv") == {"alexnet": 5, "vgg19": 16}[name]
+            assert kinds.count("fc") == 3
+            assert all(len(layer.calls) == 2 for layer in paper_layers(kernel.program)
+                       if layer.kind == "conv")
         # every layer that runs on the CPEs moves main memory by DMA only
         for c in kernel.program.calls:
             if runs_on(c.kernel, "swtvm") == "cpe":
