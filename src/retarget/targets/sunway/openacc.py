@@ -11,7 +11,9 @@ What the programmer writes, per nest of the lowered layer:
   slice fits in what is left of the 64 KB LDM: the tensor's box over every loop inside that
   level, copied by DMA before the level's body and (for outputs) back after it. A level
   outside the CPE loop (the CPE's whole share, e.g. a weight tensor that fits whole) may
-  hold only tensors the layer reads; outputs are written inside the CPE loop;
+  hold only tensors the layer reads; outputs are written inside the CPE loop, and only from
+  a level that writes every element of its box (a strided write stays a global store: the
+  put of a whole box would overwrite what other CPEs wrote in between);
 - global loads / stores for whatever does not fit anywhere, and for a tensor whose copies
   at the level where it fits would cost more than the global accesses they replace (a box
   of short rows copied for a few reads: the programmer measures and keeps the faster; both
@@ -40,7 +42,6 @@ from ...loopnest.verify import verify_kernel
 from .config import SunwayConfig
 from .double_buffer import ldm_bytes
 from .schedule import mark_cpe_loops
-
 
 
 def _aligned(n: int) -> int:
@@ -112,8 +113,9 @@ def _choose_levels(band: Band, ops: tuple[Operand, ...], cpe: int, used: int,
                    config: SunwayConfig) -> dict[str, int]:
     """Each operand's copy level (d: inside the d outermost loops), outermost first and,
     within a level, smallest slice first, while the LDM (`used` bytes of it taken already)
-    has room; in the order chosen. Outputs only inside the CPE loop; with the "cheaper" rule,
-    only where the copies cost less than the global accesses they replace."""
+    has room; in the order chosen. Outputs only inside the CPE loop and only where the level
+    writes every element of the box; with the "cheaper" rule, only where the copies cost less
+    than the global accesses they replace."""
     deepest = cpe + 1 if config.acc_copy_levels == "iteration" else len(band.axes)
     capacity = config.ldm_bytes
     level: dict[str, int] = {}
@@ -122,6 +124,8 @@ def _choose_levels(band: Band, ops: tuple[Operand, ...], cpe: int, used: int,
         for op in sorted(ops, key=lambda op: operand_bytes(op, inner)):
             if op.key in level or (op.writes and d <= cpe):
                 continue
+            if op.writes and not writes_whole_box(op, frozenset(inner)):
+                continue        # a put of the whole box could overwrite other CPEs' results
             nbytes = operand_bytes(op, inner)
             if _aligned(used) + nbytes > capacity:
                 continue
