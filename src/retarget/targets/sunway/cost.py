@@ -255,9 +255,20 @@ def overlap_seconds(kernel: Kernel, plan: tuple[Pipeline, ...], config: SunwayCo
     return out
 
 
+def _slowest_cpe(k: Kernel, per: list[Work], plan: tuple[Pipeline, ...], config: SunwayConfig
+                 ) -> tuple[tuple[float, float, float], float]:
+    """The slowest CPE's (compute, DMA, global) seconds and what double buffering hides of
+    them."""
+    hidden = overlap_seconds(k, plan, config)
+    slowest = max(range(len(per)), key=lambda c: sum(cpe_seconds(per[c], config)) - hidden[c])
+    return cpe_seconds(per[slowest], config), hidden[slowest]
+
+
 def kernel_seconds(kernel: Kernel, mode: str, config: SunwayConfig) -> float:
     """A CPE kernel's predicted time without the spawn: its slowest CPE's."""
-    return layer_cost(Call("k", "k", kernel, ()), mode, config).seconds - config.spawn_us * 1e-6
+    parts, hidden = _slowest_cpe(kernel, cpe_counts(kernel, config.cpes),
+                                 pipeline_plan(kernel, mode, config), config)
+    return sum(parts) - hidden
 
 
 def layer_cost(call: Call, mode: str, config: SunwayConfig) -> LayerCost:
@@ -272,14 +283,11 @@ def layer_cost(call: Call, mode: str, config: SunwayConfig) -> LayerCost:
         return LayerCost(call.function, call_kind(call), "mpe", w.flops, 0, 0,
                          w.gld + w.gst, 0, compute + memory, compute, memory, 0.0)
     per = cpe_counts(k, config.cpes)
-    hidden = overlap_seconds(k, plan, config)
-    slowest = max(range(len(per)), key=lambda c: sum(cpe_seconds(per[c], config)) - hidden[c])
-    parts = cpe_seconds(per[slowest], config)
+    parts, hidden = _slowest_cpe(k, per, plan, config)
     total = sum(per, Work())
     return LayerCost(call.function, call_kind(call), "cpe", total.flops, total.dma_bytes,
                      total.dma_calls, total.gld + total.gst, ldm,
-                     sum(parts) - hidden[slowest] + config.spawn_us * 1e-6, *parts,
-                     hidden[slowest])
+                     sum(parts) - hidden + config.spawn_us * 1e-6, *parts, hidden)
 
 
 def cpe_seconds(w: Work, config: SunwayConfig) -> tuple[float, float, float]:
