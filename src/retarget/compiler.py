@@ -33,9 +33,15 @@ from .passes.fusion import STRATEGIES, plan_region
 from .passes.partition import partition
 from .runtime.module import Module
 from .targets.base import Target
+from .targets.cpu.host_model import PYNQ_A9
 from .targets.registry import get_target
 
 CPU = "cpu"
+# What `placement="cheapest"` charges per byte a node reads from another device: the runtime
+# moves it device -> host -> device, two memcpys through the host's DRAM, each reading and
+# writing every byte, at the modelled host's bandwidth (the Pynq's 2.1 GB/s DDR3,
+# targets/cpu/host_model.PYNQ_A9, cited there): 4 bytes of DRAM traffic per byte moved.
+COPY_SECONDS_PER_BYTE = 4 / (PYNQ_A9.dram_gbs * 1e9)
 
 
 def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence" = "cpu", *,
@@ -89,7 +95,8 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
     # 5. partition: annotate, merge convex regions, apply the size rule, schedule
     costs = node_costs(g, targets) if placement == "cheapest" else None
     parts = partition(g, targets, cpu_nodes=cpu_nodes, min_region_macs=min_region_macs,
-                      pins=pins, choice=placement, costs=costs)
+                      pins=pins, choice=placement, costs=costs,
+                      copy_seconds_per_byte=COPY_SECONDS_PER_BYTE)
     # 6. fusion: which layers of each offloaded region are lowered as one unit
     by_name = {t.name: t for t in targets}
     strategies = {t.name: _fusion_strategy(t, fusion, len(targets) > 1) for t in targets}

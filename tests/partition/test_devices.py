@@ -16,9 +16,10 @@ import pytest
 
 import retarget
 from retarget import zoo
-from retarget.compiler import node_costs
+from retarget.compiler import COPY_SECONDS_PER_BYTE, node_costs
 from retarget.errors import GraphError, PlacementError, TargetError
 from retarget.frontend.onnx import import_model
+from retarget.passes.partition import partition
 from retarget.runtime.module import Module
 from retarget.targets.cpu.reference import run_graph
 
@@ -138,11 +139,20 @@ def test_cheapest_placement_follows_the_cost_models():
     g = _graph()
     m = _compile(g, placement="cheapest")
     costs = node_costs(m.graph, list(m.targets.values()))
+    where = {n.name: n.placement for n in m.report.nodes}
+    producer = m.graph.producers()
+    compared = 0
     for n, c, node in zip(m.report.nodes, costs, m.graph.nodes):
         priced = {d: s for d, s in c.items() if s is not None}
         if n.placement != "cpu" and len(priced) == 2:
-            assert priced[n.placement] == min(priced.values()), (n.name, priced)
+            # its compute, plus every byte it reads from the other device moved via the host
+            total = {d: s + COPY_SECONDS_PER_BYTE * sum(
+                v.type.nbytes for v in node.inputs if v in producer
+                and where[producer[v].name] not in ("cpu", d)) for d, s in priced.items()}
+            assert total[n.placement] == min(total.values()), (n.name, total)
             assert "cheapest: " in n.reason
+            compared += 1
+    assert compared > 20
     assert {"vta", "dnnvm"} <= {n.placement for n in m.report.nodes}
     x = _samples(m.graph, 1, seed=4)[0]
     got, want = m.run(x), run_graph(m.graph, x)
@@ -169,3 +179,19 @@ def test_cli_compile_save_and_check_in_a_fresh_process(tmp_path):
     last = r.stderr.strip().splitlines()[-1]     # after the calibration warning: one line
     assert r.returncode == 2 and last.startswith("error: pin '/fc/Gemm'=dnnvm: Gemm '/fc/Gemm' "
                                                  "cannot run on dnnvm")
+
+
+def test_cheapest_prices_the_copies_from_other_devices(split):
+    """A node a hair cheaper on vta, between nodes on dnnvm: it moves to vta only when the
+    copies in from dnnvm cost nothing."""
+    g, targets = split.graph, list(split.targets.values())
+    unit = ("/layer1.0.conv1/Conv", "/layer1.0.conv1/Conv/requant")
+    costs = [{"vta": 1e-6 - 1e-12, "dnnvm": 1e-6} if n.name in unit else
+             {"vta": 2e-6, "dnnvm": 1e-6} for n in g.nodes]
+    for per_byte, want in ((0.0, "vta"), (COPY_SECONDS_PER_BYTE, "dnnvm")):
+        parts = partition(g, targets, choice="cheapest", costs=costs,
+                          copy_seconds_per_byte=per_byte)
+        on = {n.name: n for n in parts.report.nodes}
+        assert on[unit[0]].placement == want, on[unit[0]].reason
+        assert on["/layer1.0.conv2/Conv"].placement == "dnnvm"
+    assert "copying in" in on[unit[0]].reason

@@ -178,7 +178,8 @@ CHOICES = ("first", "cheapest")
 def partition(graph: Graph, target: "Target | Sequence[Target]", *, cpu_nodes: Iterable[str] = (),
               min_region_macs: int | None = None, pins: Mapping[str, str] | None = None,
               choice: str = "first",
-              costs: Sequence[Mapping[str, float | None]] | None = None) -> Partition:
+              costs: Sequence[Mapping[str, float | None]] | None = None,
+              copy_seconds_per_byte: float = 0.0) -> Partition:
     """Place every node of `graph` (typed, in topological order) on one of the devices
     `target` (a Target or a list of them, in order of preference) or the CPU.
 
@@ -187,7 +188,8 @@ def partition(graph: Graph, target: "Target | Sequence[Target]", *, cpu_nodes: I
     of the devices): the nodes it matches run there, or the compile is refused (PlacementError)
     naming the node and why that device cannot run it. min_region_macs: overrides every
     device's size rule. choice: "first" (the first device that accepts a node) or "cheapest"
-    (the device whose cost in `costs[i]` (seconds, by device name) is lowest for node i).
+    (the device whose cost in `costs[i]` (seconds, by device name) is lowest for node i, plus
+    `copy_seconds_per_byte` for every byte of its inputs that another device made).
     """
     targets = [target] if isinstance(target, Target) else list(target)
     names = [t.name for t in targets if t.name != CPU]
@@ -213,7 +215,10 @@ def partition(graph: Graph, target: "Target | Sequence[Target]", *, cpu_nodes: I
             for i, n in enumerate(nodes)]
     refused = [{d: s.reason or "refused" for d, s in said[i].items() if not s.ok}
                for i in range(len(nodes))]
-    chooser = _Chooser(nodes, names, said, refused, forced, pinned, choice, costs)
+    reads = [[(index[id(producer[v])], v.type.nbytes) for v in n.inputs
+              if v is not None and v in producer and v.type is not None] for n in nodes]
+    chooser = _Chooser(nodes, names, said, refused, forced, pinned, choice, costs, reads,
+                       copy_seconds_per_byte)
 
     # 2-4. merge each device's nodes into convex regions; a device's region check or size rule
     #      refuses nodes, which move to their next device (or the CPU), and everything
@@ -255,6 +260,16 @@ class _Chooser:
     pinned: dict[int, tuple[str, str]]      # node -> (pattern, device)
     choice: str
     costs: Sequence[Mapping[str, float | None]] | None
+    reads: list[list[tuple[int, int]]]      # per node: (producer, bytes) of its inputs
+    copy_seconds_per_byte: float            # a byte moved device -> host -> device
+    current: dict[int, str] = field(default_factory=dict)   # this round's choices so far
+
+    def place(self, i: int) -> tuple[str, str]:
+        """Where node i goes and why (nodes are placed in graph order each round, so its
+        producers' choices are known: the cheapest choice prices the copies from them)."""
+        where, why = self._place(i)
+        self.current[i] = where
+        return where, why
 
     def refuse(self, i: int, device: str, why: str) -> None:
         """Take `device` away from node i (a pinned node cannot lose its device: an error)."""
@@ -264,7 +279,7 @@ class _Chooser:
                                  f"cannot run on {device}: {why}")
         self.refused[i][device] = why
 
-    def place(self, i: int) -> tuple[str, str]:
+    def _place(self, i: int) -> tuple[str, str]:
         if not self.names:
             return CPU, "target is cpu"
         if i in self.forced:
@@ -296,9 +311,14 @@ class _Chooser:
         if unpriced:
             return open_[0], (f"first that accepts (no cost model for {', '.join(unpriced)} "
                               f"on this node)")
-        ranked = sorted(open_, key=lambda d: (priced[d], self.names.index(d)))
-        return ranked[0], "cheapest: " + " <= ".join(f"{d} {priced[d] * 1e6:.3g} us"
-                                                     for d in ranked)
+        copies = {d: self.copy_seconds_per_byte * sum(
+            nbytes for p, nbytes in self.reads[i] if self.current.get(p, CPU) not in (CPU, d))
+            for d in open_}
+        total = {d: priced[d] + copies[d] for d in open_}
+        ranked = sorted(open_, key=lambda d: (total[d], self.names.index(d)))
+        return ranked[0], "cheapest: " + " <= ".join(
+            f"{d} {priced[d] * 1e6:.3g} us" + (f" + {copies[d] * 1e6:.3g} us copying in"
+                                               if copies[d] else "") for d in ranked)
 
 
 def _region_refusals(groups, nodes, graph, placement, by_name, chooser: _Chooser) -> int:
