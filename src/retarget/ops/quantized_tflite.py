@@ -1,0 +1,318 @@
+"""TFLite's integer arithmetic: the number format "int8-tflite" (docs/quantization.md).
+
+An int8 tensor q with scale s and zero point z stands for the real values (q - z) * s
+(asymmetric activations, symmetric weights with z = 0, int32 biases at s_x * s_w). A change of
+scale by a real ratio r is a 32-bit fixed-point multiplier m (2**30 <= m < 2**31, r =
+m * 2**(shift - 31)) applied the way gemmlowp and TFLite's reference kernels do it:
+
+    MultiplyByQuantizedMultiplier(x, m, shift) =
+        RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << max(shift, 0), m),
+                            max(-shift, 0))
+
+i.e. two roundings: the doubling high multiply rounds half away from zero, the power-of-two
+division rounds half away from zero too (both in 32-bit two's complement). Everything here is
+exact integer arithmetic in int64 that mirrors those 32-bit operations step for step (and
+checks that the values that are int32 in C fit), so a C implementation needs nothing but
+int32 / int64 arithmetic to reproduce it. The ops are the output stages of TFLite's int8
+kernels; the accumulating parts (Conv, Gemm on x - z_x) are the ordinary IR ops.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..ir.types import TensorType
+from .common import broadcast_shapes
+from .quantized import INT8_MAX, INT8_MIN, _check_int32_range, _check_range, _need_int, \
+    _per_channel, saturate
+from .registry import REQUIRED, OpDef, register
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+# TFLite's int8 ADD scales both operands up by 2**20 before rescaling them (add.cc: the
+# kernel's `left_shift` for 8-bit types), so that the two rescalings keep precision.
+ADD_LEFT_SHIFT = 20
+
+
+# ---- the primitives (gemmlowp / tensorflow/lite/kernels/internal/common.h) ----------------------
+def _as_int32(op: str, x) -> np.ndarray:
+    x = np.asarray(x).astype(np.int64)
+    _check_int32_range(op, x)
+    return x
+
+
+def srdhm(a, b) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul: the high 32 bits of 2 * a * b, rounded half away
+    from zero; the one overflow case (INT32_MIN * INT32_MIN) saturates to INT32_MAX."""
+    a = _as_int32("SaturatingRoundingDoublingHighMul", a)
+    b = _as_int32("SaturatingRoundingDoublingHighMul", b)
+    ab = a * b                                  # |ab| <= 2**62: exact in int64
+    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    t = ab + nudge
+    # C++ integer division truncates towards zero.
+    high = np.where(t >= 0, t >> 31, -((-t) >> 31))
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high)
+
+
+def rounding_divide_by_pot(x, exponent) -> np.ndarray:
+    """x / 2**exponent rounded half away from zero (gemmlowp's RoundingDivideByPOT)."""
+    x = np.asarray(x).astype(np.int64)
+    e = np.asarray(exponent).astype(np.int64)
+    if e.size and (e.min() < 0 or e.max() > 31):
+        raise ShapeError(f"RoundingDivideByPOT exponent {e.min()}..{e.max()} outside [0, 31]")
+    mask = np.left_shift(np.int64(1), e) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> e) + (remainder > threshold)
+
+
+def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
+    """x * multiplier * 2**(shift - 31), TFLite-rounded (shift > 0 is a left shift of x
+    first, which must not leave int32)."""
+    shift = np.asarray(shift).astype(np.int64)
+    left = np.maximum(shift, 0)
+    x = np.left_shift(np.asarray(x).astype(np.int64), left)
+    return rounding_divide_by_pot(srdhm(_as_int32("MultiplyByQuantizedMultiplier", x),
+                                        multiplier), np.maximum(-shift, 0))
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """(m, shift) with m * 2**(shift - 31) ~= real, as TFLite's QuantizeMultiplier computes it
+    from the double `real`: frexp, the mantissa times 2**31 rounded half away from zero, a
+    carry into 2**31 renormalised, shifts below -31 flushed to zero, above 30 saturated."""
+    if real < 0 or not math.isfinite(real):
+        raise ShapeError(f"requantisation ratio {real} must be a finite number >= 0")
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    fixed = q * (1 << 31)
+    q_fixed = int(math.floor(fixed + 0.5))      # std::round of a positive double
+    if q_fixed == 1 << 31:
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    if shift > 30:
+        return INT32_MAX, 30
+    return q_fixed, shift
+
+
+def activation_range(activation: str, scale: float, zero_point: int) -> tuple[int, int]:
+    """The int8 clamp of a fused activation ("NONE", "RELU", "RELU6", "RELU_N1_TO_1") at
+    an output's (scale, zero point), as TFLite's CalculateActivationRangeQuantized: the real
+    bounds quantised with round-half-away, then limited to the int8 range."""
+    def q(v: float) -> int:
+        r = np.float32(v) / np.float32(scale)
+        return zero_point + int(np.sign(r) * np.floor(np.abs(r) + np.float32(0.5)))
+    bounds = {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0),
+              "RELU_N1_TO_1": (-1.0, 1.0)}
+    if activation not in bounds:
+        raise ShapeError(f"fused activation {activation!r}; supported: {', '.join(bounds)}")
+    lo_r, hi_r = bounds[activation]
+    lo = INT8_MIN if lo_r is None else max(INT8_MIN, q(lo_r))
+    hi = INT8_MAX if hi_r is None else min(INT8_MAX, q(hi_r))
+    return lo, hi
+
+
+def _check_multipliers(op: str, m, shift) -> tuple[np.ndarray, np.ndarray]:
+    m, shift = np.asarray(m), np.asarray(shift)
+    if m.dtype.kind not in "iu" or shift.dtype.kind not in "iu":
+        raise ShapeError(f"{op}: multiplier and shift must be integers, got {m.dtype}, "
+                         f"{shift.dtype}")
+    m, shift = m.astype(np.int64), shift.astype(np.int64)
+    if m.size and (m.min() < 0 or m.max() > INT32_MAX):
+        raise ShapeError(f"{op}: multiplier {m.min()}..{m.max()} outside [0, 2**31 - 1]")
+    if shift.size and (shift.min() < -31 or shift.max() > 30):
+        raise ShapeError(f"{op}: shift {shift.min()}..{shift.max()} outside [-31, 30]")
+    return m, shift
+
+
+def _output(op: str, attrs, shape) -> list[TensorType]:
+    _check_range(op, attrs["lo"], attrs["hi"], attrs["dtype"])
+    if not INT8_MIN <= attrs["zero_point"] <= INT8_MAX:
+        raise ShapeError(f"{op}: output zero point {attrs['zero_point']} outside int8")
+    return [TensorType(shape, attrs["dtype"])]
+
+
+# ---- RequantizeQ31: the output stage of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, QUANTIZE ----
+def requantize_q31(x, multipliers=None, shifts=None, *, multiplier, shift, axis, zero_point,
+                   lo, hi, dtype):
+    """int32 -> int8: clamp(MultiplyByQuantizedMultiplier(x, m, shift) + zero_point, lo, hi);
+    per tensor with the attributes, per channel along `axis` with int32 vector inputs."""
+    if multipliers is None:
+        m, s = _check_multipliers("RequantizeQ31", multiplier, shift)
+    else:
+        m, s = _check_multipliers("RequantizeQ31", multipliers, shifts)
+        if m.shape != (x.shape[axis],) or s.shape != m.shape:
+            raise ShapeError(f"RequantizeQ31: per-channel multipliers {list(m.shape)} / shifts "
+                             f"{list(s.shape)} must be [{x.shape[axis]}] (input "
+                             f"{list(x.shape)}, axis {axis})")
+        m, s = _per_channel(m, x.ndim, axis), _per_channel(s, x.ndim, axis)
+    y = multiply_by_quantized_multiplier(x, m, s) + zero_point
+    return saturate(y, lo, hi, dtype)
+
+
+def _requantize_q31_infer(attrs, types, consts):
+    x = types[0]
+    _need_int("RequantizeQ31", x)
+    if len(types) == 3:
+        ax = attrs["axis"]
+        if not -x.rank <= ax < x.rank or any(t.shape != (x.shape[ax],) for t in types[1:]):
+            raise ShapeError(f"RequantizeQ31: per-channel {types[1]} / {types[2]} do not match "
+                             f"input {x} on axis {ax}")
+    elif len(types) == 2:
+        raise ShapeError("RequantizeQ31 takes per-channel multipliers and shifts together")
+    else:
+        _check_multipliers("RequantizeQ31", attrs["multiplier"], attrs["shift"])
+    return _output("RequantizeQ31", attrs, x.shape)
+
+
+register(OpDef("RequantizeQ31", requantize_q31, _requantize_q31_infer,
+               attrs=dict(multiplier=None, shift=None, axis=1, zero_point=0, lo=INT8_MIN,
+                          hi=INT8_MAX, dtype="int8"),
+               num_inputs=(1, 3),
+               doc="clamp(MultiplyByQuantizedMultiplier(x, m, shift) + zero_point, lo, hi)"))
+
+
+# ---- QAddQ31 / QMulQ31: TFLite's int8 ADD and MUL -----------------------------------------------
+def _rescale_smaller_than_one(x, m, shift):
+    # MultiplyByQuantizedMultiplierSmallerThanOneExp: shift <= 0, a pure rounding division.
+    return rounding_divide_by_pot(srdhm(_as_int32("QAddQ31", x), m), -shift)
+
+
+def qadd_q31(a, b, *, a_zero_point, a_multiplier, a_shift, b_zero_point, b_multiplier,
+             b_shift, multiplier, shift, zero_point, lo, hi, dtype):
+    """TFLite's int8 ADD (reference_integer_ops::Add): both operands offset, scaled up by
+    2**20, rescaled to a common scale, summed, rescaled to the output; broadcasts."""
+    broadcast_shapes(a.shape, b.shape)
+    sa = _rescale_smaller_than_one((a.astype(np.int64) - a_zero_point) << ADD_LEFT_SHIFT,
+                                   a_multiplier, a_shift)
+    sb = _rescale_smaller_than_one((b.astype(np.int64) - b_zero_point) << ADD_LEFT_SHIFT,
+                                   b_multiplier, b_shift)
+    y = _rescale_smaller_than_one(sa + sb, multiplier, shift) + zero_point
+    return saturate(y, lo, hi, dtype)
+
+
+def add_q31_params(s_a: float, s_b: float, s_y: float) -> dict:
+    """The multipliers of TFLite's int8 ADD from the float32 scales (add.cc's Prepare)."""
+    twice_max = 2.0 * float(max(np.float32(s_a), np.float32(s_b)))
+    out = {}
+    for key, real in (("a", float(np.float32(s_a)) / twice_max),
+                      ("b", float(np.float32(s_b)) / twice_max),
+                      ("", twice_max / ((1 << ADD_LEFT_SHIFT) * float(np.float32(s_y))))):
+        m, s = quantize_multiplier(real)
+        if s > 0:
+            raise ShapeError(f"ADD: ratio {real:.6g} must be below 1 (the output scale is "
+                             f"too fine for TFLite's int8 ADD)")
+        out[f"{key}_multiplier" if key else "multiplier"] = m
+        out[f"{key}_shift" if key else "shift"] = s
+    return out
+
+
+def _binary_infer(op):
+    def infer(attrs, types, consts):
+        a, b = types
+        _need_int(op, a)
+        _need_int(op, b)
+        for k, v in attrs.items():
+            if k.endswith("multiplier"):
+                _check_multipliers(op, v, attrs[k[:-len("multiplier")] + "shift"])
+        return _output(op, attrs, broadcast_shapes(a.shape, b.shape))
+    return infer
+
+
+register(OpDef("QAddQ31", qadd_q31, _binary_infer("QAddQ31"),
+               attrs=dict(a_zero_point=0, a_multiplier=REQUIRED, a_shift=REQUIRED,
+                          b_zero_point=0, b_multiplier=REQUIRED, b_shift=REQUIRED,
+                          multiplier=REQUIRED, shift=REQUIRED, zero_point=0, lo=INT8_MIN,
+                          hi=INT8_MAX, dtype="int8"),
+               num_inputs=(2, 2), doc="TFLite int8 ADD"))
+
+
+def qmul_q31(a, b, *, a_zero_point, b_zero_point, multiplier, shift, zero_point, lo, hi,
+             dtype):
+    """TFLite's int8 MUL: clamp(MBQM((a - z_a) * (b - z_b), m, shift) + z_y, lo, hi)."""
+    broadcast_shapes(a.shape, b.shape)
+    prod = (a.astype(np.int64) - a_zero_point) * (b.astype(np.int64) - b_zero_point)
+    y = multiply_by_quantized_multiplier(prod, multiplier, shift) + zero_point
+    return saturate(y, lo, hi, dtype)
+
+
+register(OpDef("QMulQ31", qmul_q31, _binary_infer("QMulQ31"),
+               attrs=dict(a_zero_point=0, b_zero_point=0, multiplier=REQUIRED, shift=REQUIRED,
+                          zero_point=0, lo=INT8_MIN, hi=INT8_MAX, dtype="int8"),
+               num_inputs=(2, 2), doc="TFLite int8 MUL"))
+
+
+# ---- AveragePoolInt: TFLite's int8 AVERAGE_POOL_2D ---------------------------------------------
+def _divide_half_away(acc: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """acc / count rounded half away from zero, in C's truncating integer division."""
+    num = np.where(acc > 0, acc + count // 2, acc - count // 2)
+    q = np.abs(num) // count
+    return np.where(num < 0, -q, q)
+
+
+def average_pool_int(x, *, kernel_shape, strides, pads, lo, hi):
+    """int8 N x C x H x W -> int8: each window's in-bounds sum divided by the number of
+    in-bounds elements, rounded half away from zero, clamped (the input and output share
+    scale and zero point, so no rescaling)."""
+    from .pool import pool_window
+    win = pool_window("AveragePoolInt", x.shape, kernel_shape, strides, None, pads, "NOTSET", 0)
+    xp = pad_spatial_int(x, win)
+    ones = pad_spatial_int(np.ones((1, 1) + x.shape[2:], np.int64), win)
+    total = np.zeros(x.shape[:2] + win.out, np.int64)
+    count = np.zeros((1, 1) + win.out, np.int64)
+    for tap in np.ndindex(*win.kernel):
+        sl = (slice(None), slice(None)) + win.tap_slices(tap)
+        total += xp[sl]
+        count += ones[sl]
+    return saturate(_divide_half_away(total, count), lo, hi, x.dtype.name)
+
+
+def pad_spatial_int(x: np.ndarray, win) -> np.ndarray:
+    from .nn import pad_spatial
+    return pad_spatial(np.asarray(x).astype(np.int64), win.pads_begin, win.pads_end, 0)
+
+
+def _average_pool_int_infer(attrs, types, consts):
+    from .pool import pool_window
+    x = types[0]
+    _need_int("AveragePoolInt", x)
+    win = pool_window("AveragePoolInt", x.shape, attrs["kernel_shape"], attrs["strides"],
+                      None, attrs["pads"], "NOTSET", 0)
+    _check_range("AveragePoolInt", attrs["lo"], attrs["hi"], x.dtype)
+    return [TensorType(x.shape[:2] + win.out, x.dtype)]
+
+
+register(OpDef("AveragePoolInt", average_pool_int, _average_pool_int_infer,
+               attrs=dict(kernel_shape=REQUIRED, strides=None, pads=None, lo=INT8_MIN,
+                          hi=INT8_MAX),
+               doc="int8 average pool: in-bounds sum / count, rounded half away, clamped"))
+
+
+# ---- QuantizeAffine: float -> int8 as TFLite's QUANTIZE computes it ------------------------------
+def quantize_affine(x, *, scale, zero_point, dtype):
+    """clamp(round_half_away(x / scale) + zero_point) with the division in float32."""
+    v = (np.asarray(x, np.float32) / np.float32(scale)).astype(np.float64)
+    v = np.sign(v) * np.floor(np.abs(v) + 0.5) + zero_point
+    info = np.iinfo(dtype)
+    return np.clip(v, info.min, info.max).astype(dtype)
+
+
+def _quantize_affine_infer(attrs, types, consts):
+    if np.dtype(types[0].dtype).kind != "f":
+        raise ShapeError(f"QuantizeAffine needs a float input, got {types[0]}")
+    if not attrs["scale"] > 0:
+        raise ShapeError(f"QuantizeAffine: scale {attrs['scale']} must be positive")
+    return [TensorType(types[0].shape, attrs["dtype"])]
+
+
+register(OpDef("QuantizeAffine", quantize_affine, _quantize_affine_infer,
+               attrs=dict(scale=REQUIRED, zero_point=0, dtype="int8"),
+               doc="float -> int8: round_half_away(x / scale) + zero_point, saturated"))
+
+
+__all__ = ["ADD_LEFT_SHIFT", "activation_range", "add_q31_params",
+           "multiply_by_quantized_multiplier", "quantize_multiplier", "rounding_divide_by_pot",
+           "srdhm"]
