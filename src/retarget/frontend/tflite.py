@@ -34,7 +34,8 @@ from ..errors import InputError, UnsupportedOpError
 from ..ir.graph import Graph, Node, Value, constant
 from ..ir.types import TensorType
 from ..ops.quantized import INT8_MAX, INT8_MIN
-from ..ops.quantized_tflite import activation_range, add_q31_params, quantize_multiplier
+from ..ops.quantized_tflite import activation_range, add_q31_params, hard_swish_params, \
+    lut_int8, quantize_multiplier, softmax_params
 
 FORMS = ("int8", "float")
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
@@ -282,18 +283,18 @@ def _zero_point_removed(imp: TFLiteImporter, v: Value, zp: int, name: str) -> Va
 
 
 def _requantize(imp: TFLiteImporter, op: Op, acc: Value, ratios: np.ndarray, axis: int,
-                act: int) -> Value:
+                act: int, rounding: str = "double") -> Value:
     """RequantizeQ31 of an int32 accumulator by `ratios` (one, or one per channel)."""
     mults, shifts = zip(*(quantize_multiplier(float(r)) for r in ratios.reshape(-1)))
     lo, hi = _clamp(op, act)
     zp = op.outputs[0].quant.z
     if len(mults) == 1:
         return imp.emit("RequantizeQ31", f"{op.node}/requant", [acc], multiplier=mults[0],
-                        shift=shifts[0], zero_point=zp, lo=lo, hi=hi)
+                        shift=shifts[0], zero_point=zp, lo=lo, hi=hi, rounding=rounding)
     return imp.emit("RequantizeQ31", f"{op.node}/requant",
                     [acc, imp.const(f"{op.node}.multipliers", np.array(mults, np.int32)),
                      imp.const(f"{op.node}.shifts", np.array(shifts, np.int32))],
-                    axis=axis, zero_point=zp, lo=lo, hi=hi)
+                    axis=axis, zero_point=zp, lo=lo, hi=hi, rounding=rounding)
 
 
 def _accumulator_ratios(x: Tensor, w: Tensor, y: Tensor) -> np.ndarray:
@@ -411,8 +412,10 @@ def fully_connected(imp: TFLiteImporter, op: Op) -> None:
         xv = _zero_point_removed(imp, xv, x.quant.z, op.node)
         bv = None if b is None else imp.const(b.name, b.data.astype(np.int32))
         acc = imp.emit("Gemm", op.node, [xv, imp.const(w.name, w.data), bv], transB=1)
+        # LiteRT's int8 FULLY_CONNECTED rescales with one rounding (measured against its
+        # reference kernels; CONV_2D rounds twice, as gemmlowp does)
         out = _requantize(imp, op, acc, _accumulator_ratios(x, w, y), 1,
-                          o.FusedActivationFunction())
+                          o.FusedActivationFunction(), rounding="single")
     else:
         bv = None if b is None else imp.const(b.name, _float_bias(imp, b))
         out = _activation(imp, op, imp.emit("Gemm", op.node, [xv, imp.const(
@@ -628,11 +631,16 @@ def _float_only(op_name: str, attrs_of: Callable | None = None):
 
 
 def softmax(imp, op):
-    if _int8_operands(imp, op, 1):
-        raise UnsupportedOpError("int8 SOFTMAX is not implemented in the int8-tflite format "
-                                 "(only its float form is)")
+    x, y = op.inputs[0], op.outputs[0]
     beta = imp.options(op.raw, "SoftmaxOptions").Beta()
-    x = imp.value(op.inputs[0])
+    if _int8_operands(imp, op, 1):
+        if len(x.shape) < 1 or (y.quant.s, y.quant.z) != (np.float32(1 / 256), -128):
+            raise UnsupportedOpError(f"int8 SOFTMAX with output scale {y.quant.s:.6g}, zero "
+                                     f"point {y.quant.z} (TFLite requires 1/256, -128)")
+        imp.define(y, imp.emit("SoftmaxInt8", op.node, [imp.value(x)],
+                               **softmax_params(beta, x.quant.s)))
+        return
+    x = imp.value(x)
     if beta != 1.0:
         x = imp.emit("Mul", f"{op.node}/beta", [x, imp.const(f"{op.node}.beta",
                                                              np.float32(beta))])
@@ -640,13 +648,44 @@ def softmax(imp, op):
 
 
 def mean(imp, op):
-    if _int8_operands(imp, op, 1):
-        raise UnsupportedOpError("int8 MEAN is not implemented in the int8-tflite format "
-                                 "(only its float form is; AVERAGE_POOL_2D is)")
+    x, y = op.inputs[0], op.outputs[0]
     axes = _const_input(op, 1, "axes").astype(np.int64).reshape(-1)
     keep = imp.options(op.raw, "ReducerOptions").KeepDims()
+    if _int8_operands(imp, op, 1):
+        if not (keep and len(x.shape) == 4 and sorted(axes.tolist()) == [1, 2]):
+            raise UnsupportedOpError(f"int8 MEAN over axes {axes.tolist()} (keep_dims "
+                                     f"{bool(keep)}); only axes [1, 2] with keep_dims on a "
+                                     f"4-D tensor are implemented")
+        count = x.shape[1] * x.shape[2]
+        m, s = quantize_multiplier(np.float64(x.quant.s) / np.float64(y.quant.s) / count)
+        imp.define(y, imp.emit("MeanInt8", op.node, [imp.value(x)], input_zero_point=x.quant.z,
+                               multiplier=m, shift=s, zero_point=y.quant.z))
+        return
     imp.define(op.outputs[0], imp.emit("ReduceMean", op.node, [
         imp.value(op.inputs[0]), imp.const(f"{op.node}.axes", axes)], keepdims=int(keep)))
+
+
+def logistic(imp, op):
+    x, y = op.inputs[0], op.outputs[0]
+    if not _int8_operands(imp, op, 1):
+        imp.define(y, imp.emit("Sigmoid", op.node, [imp.value(x)]))
+        return
+    if (y.quant.s, y.quant.z) != (np.float32(1 / 256), -128):
+        raise UnsupportedOpError(f"int8 LOGISTIC with output scale {y.quant.s:.6g}, zero point "
+                                 f"{y.quant.z} (TFLite requires 1/256, -128)")
+    table = lut_int8(lambda v: np.float32(1) / (np.float32(1) + np.exp(-v)), x.quant.s,
+                     x.quant.z, y.quant.s, y.quant.z)
+    imp.define(y, imp.emit("LookupInt8", op.node, [imp.value(x),
+                                                   imp.const(f"{op.node}.table", table)]))
+
+
+def hard_swish(imp, op):
+    x, y = op.inputs[0], op.outputs[0]
+    if not _int8_operands(imp, op, 1):
+        imp.define(y, imp.emit("HardSwish", op.node, [imp.value(x)]))
+        return
+    imp.define(y, imp.emit("HardSwishInt8", op.node, [imp.value(x)], **hard_swish_params(
+        x.quant.s, x.quant.z, y.quant.s, y.quant.z)))
 
 
 HANDLERS: dict[str, Callable[[TFLiteImporter, Op], None]] = {
@@ -655,8 +694,8 @@ HANDLERS: dict[str, Callable[[TFLiteImporter, Op], None]] = {
     "AVERAGE_POOL_2D": average_pool_2d, "MAX_POOL_2D": max_pool_2d, "RESHAPE": reshape,
     "TRANSPOSE": transpose, "CONCATENATION": concatenation, "PAD": pad,
     "STRIDED_SLICE": strided_slice, "QUANTIZE": quantize, "DEQUANTIZE": dequantize,
-    "SOFTMAX": softmax, "MEAN": mean, "LOGISTIC": _float_only("Sigmoid"),
-    "HARD_SWISH": _float_only("HardSwish"),
+    "SOFTMAX": softmax, "MEAN": mean, "LOGISTIC": logistic,
+    "HARD_SWISH": hard_swish,
 }
 
 
@@ -686,7 +725,8 @@ def is_int8_tflite(graph: Graph) -> bool:
     return any(n.op in INT8_TFLITE_OPS for n in graph.nodes)
 
 
-INT8_TFLITE_OPS = ("RequantizeQ31", "QAddQ31", "QMulQ31", "AveragePoolInt")
+INT8_TFLITE_OPS = ("RequantizeQ31", "QAddQ31", "QMulQ31", "AveragePoolInt", "SoftmaxInt8",
+                   "LookupInt8", "HardSwishInt8", "MeanInt8")
 
 __all__ = ["FORMS", "HANDLERS", "INT8_TFLITE_OPS", "TFLiteImporter", "is_int8_tflite",
            "load_tflite"]

@@ -77,6 +77,20 @@ def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
                                         multiplier), np.maximum(-shift, 0))
 
 
+def multiply_by_quantized_multiplier_single(x, multiplier, shift) -> np.ndarray:
+    """x * multiplier * 2**(shift - 31) with one rounding (half up) of the exact 64-bit
+    product: TFLite's single-rounding variant, which LiteRT's int8 FULLY_CONNECTED reference
+    kernel uses (measured: the double-rounding form differs from it by one LSB on some
+    outputs, this one on none)."""
+    total = 31 - np.asarray(shift).astype(np.int64)
+    x = _as_int32("MultiplyByQuantizedMultiplier", x)
+    return (x * np.asarray(multiplier).astype(np.int64) + (np.int64(1) << (total - 1))) >> total
+
+
+ROUNDINGS_Q31 = {"double": multiply_by_quantized_multiplier,
+                 "single": multiply_by_quantized_multiplier_single}
+
+
 def quantize_multiplier(real: float) -> tuple[int, int]:
     """(m, shift) with m * 2**(shift - 31) ~= real, as TFLite's QuantizeMultiplier computes it
     from the double `real`: frexp, the mantissa times 2**31 rounded half away from zero, a
@@ -137,9 +151,11 @@ def _output(op: str, attrs, shape) -> list[TensorType]:
 
 # ---- RequantizeQ31: the output stage of CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, QUANTIZE ----
 def requantize_q31(x, multipliers=None, shifts=None, *, multiplier, shift, axis, zero_point,
-                   lo, hi, dtype):
+                   lo, hi, rounding, dtype):
     """int32 -> int8: clamp(MultiplyByQuantizedMultiplier(x, m, shift) + zero_point, lo, hi);
-    per tensor with the attributes, per channel along `axis` with int32 vector inputs."""
+    per tensor with the attributes, per channel along `axis` with int32 vector inputs.
+    rounding: "double" (SaturatingRoundingDoublingHighMul then RoundingDivideByPOT: CONV_2D,
+    DEPTHWISE_CONV_2D) or "single" (FULLY_CONNECTED)."""
     if multipliers is None:
         m, s = _check_multipliers("RequantizeQ31", multiplier, shift)
     else:
@@ -149,8 +165,15 @@ def requantize_q31(x, multipliers=None, shifts=None, *, multiplier, shift, axis,
                              f"{list(s.shape)} must be [{x.shape[axis]}] (input "
                              f"{list(x.shape)}, axis {axis})")
         m, s = _per_channel(m, x.ndim, axis), _per_channel(s, x.ndim, axis)
-    y = multiply_by_quantized_multiplier(x, m, s) + zero_point
+    _check_rounding_q31(rounding)
+    y = ROUNDINGS_Q31[rounding](x, m, s) + zero_point
     return saturate(y, lo, hi, dtype)
+
+
+def _check_rounding_q31(rounding: str) -> None:
+    if rounding not in ROUNDINGS_Q31:
+        raise ShapeError(f"RequantizeQ31 rounding={rounding!r}; known: "
+                         f"{', '.join(ROUNDINGS_Q31)}")
 
 
 def _requantize_q31_infer(attrs, types, consts):
@@ -165,12 +188,13 @@ def _requantize_q31_infer(attrs, types, consts):
         raise ShapeError("RequantizeQ31 takes per-channel multipliers and shifts together")
     else:
         _check_multipliers("RequantizeQ31", attrs["multiplier"], attrs["shift"])
+    _check_rounding_q31(attrs["rounding"])
     return _output("RequantizeQ31", attrs, x.shape)
 
 
 register(OpDef("RequantizeQ31", requantize_q31, _requantize_q31_infer,
                attrs=dict(multiplier=None, shift=None, axis=1, zero_point=0, lo=INT8_MIN,
-                          hi=INT8_MAX, dtype="int8"),
+                          hi=INT8_MAX, rounding="double", dtype="int8"),
                num_inputs=(1, 3),
                doc="clamp(MultiplyByQuantizedMultiplier(x, m, shift) + zero_point, lo, hi)"))
 
@@ -289,6 +313,240 @@ register(OpDef("AveragePoolInt", average_pool_int, _average_pool_int_infer,
                attrs=dict(kernel_shape=REQUIRED, strides=None, pads=None, lo=INT8_MIN,
                           hi=INT8_MAX),
                doc="int8 average pool: in-bounds sum / count, rounded half away, clamped"))
+
+
+# ---- MeanInt8: TFLite's int8 MEAN over the spatial axes of an NHWC map ----------------------------
+def mean_int8(x, *, input_zero_point, multiplier, shift, zero_point):
+    """N x H x W x C -> N x 1 x 1 x C: the sum of x - z_x rescaled by
+    MultiplyByQuantizedMultiplier with the ratio s_x / s_y / (H * W) (the division is part
+    of the multiplier, as in the LiteRT reference kernel this is tested against; older
+    TFLite versions divided by H * W after rescaling by s_x / s_y, which differs by one LSB
+    on some outputs), plus z_y, clamped."""
+    acc = (np.asarray(x).astype(np.int64) - input_zero_point).sum(axis=(1, 2), keepdims=True)
+    y = multiply_by_quantized_multiplier(acc, multiplier, shift) + zero_point
+    return np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def _mean_int8_infer(attrs, types, consts):
+    x = types[0]
+    if x.dtype != "int8" or x.rank != 4:
+        raise ShapeError(f"MeanInt8 needs an int8 N x H x W x C input, got {x}")
+    _check_multipliers("MeanInt8", attrs["multiplier"], attrs["shift"])
+    return [TensorType((x.shape[0], 1, 1, x.shape[3]), "int8")]
+
+
+register(OpDef("MeanInt8", mean_int8, _mean_int8_infer,
+               attrs=dict(input_zero_point=REQUIRED, multiplier=REQUIRED, shift=REQUIRED,
+                          zero_point=REQUIRED),
+               doc="TFLite's int8 MEAN over axes 1, 2 (NHWC, keep_dims)"))
+
+
+# ---- SoftmaxInt8: TFLite's reference int8 SOFTMAX (gemmlowp fixed point) ------------------------
+# The input differences x - max(x) are rescaled into Q5.26, exp() is evaluated in fixed point
+# (a Taylor polynomial on [-1/4, 0) times a barrel of exp(-2**k) constants), summed in Q12.19,
+# and the sum's reciprocal computed by Newton-Raphson, as reference_ops::Softmax does. The
+# output scale is 1/256 with zero point -128 (TFLite requires that for int8 softmax).
+SOFTMAX_DIFF_INTEGER_BITS, SOFTMAX_ACCUM_INTEGER_BITS = 5, 12
+_EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+               (2, 39332535), (3, 720401), (4, 242))     # round(exp(-2**k) * 2**31)
+
+
+def _saturating_shl(x: np.ndarray, k: int) -> np.ndarray:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT with a positive exponent."""
+    threshold = (1 << (31 - k)) - 1
+    return np.where(x > threshold, INT32_MAX, np.where(x < -threshold, INT32_MIN, x << k))
+
+
+def _exp_on_interval(a: np.ndarray) -> np.ndarray:
+    """exp(a) for a in [-1/4, 0), all Q0.31: gemmlowp's
+    exp_on_interval_between_negative_one_quarter_and_0_excl."""
+    constant_term, one_third = 1895147668, 715827883   # exp(-1/8), 1/3 in Q0.31
+    x = a + (1 << 28)
+    x2 = srdhm(x, x)
+    x3 = srdhm(x2, x)
+    x4 = srdhm(x2, x2)
+    x4_over_4 = rounding_divide_by_pot(x4, 2)
+    poly = rounding_divide_by_pot(srdhm(x4_over_4 + x3, one_third) + x2, 1)
+    return constant_term + srdhm(constant_term, x + poly)
+
+
+def exp_on_negative_values(a: np.ndarray, integer_bits: int = SOFTMAX_DIFF_INTEGER_BITS
+                           ) -> np.ndarray:
+    """exp(a) for a <= 0 given in Q(integer_bits).(31 - integer_bits); result in Q0.31."""
+    frac = 31 - integer_bits
+    quarter = 1 << (frac - 2)
+    a_mod = (a & (quarter - 1)) - quarter
+    result = _exp_on_interval(_saturating_shl(a_mod, integer_bits))
+    remainder = a_mod - a
+    for exponent, multiplier in _EXP_BARREL:
+        if integer_bits > exponent:
+            bit = (remainder & (1 << (frac + exponent))) != 0
+            result = np.where(bit, srdhm(result, multiplier), result)
+    return np.where(a == 0, INT32_MAX, result)
+
+
+def _one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
+    """1 / (1 + a) for a in [0, 1), Q0.31 in and out (Newton-Raphson, 3 steps)."""
+    s = a + INT32_MAX
+    half_denominator = np.where(s >= 0, s + 1, s - 1)
+    half_denominator = np.where(half_denominator >= 0, half_denominator // 2,
+                                -((-half_denominator) // 2))
+    x = 1515870810 + srdhm(half_denominator, -1010580540)      # 48/17 - 32/17 * d, Q2.29
+    for _ in range(3):
+        one_minus = (1 << 29) - srdhm(half_denominator, x)
+        x = x + _saturating_shl(srdhm(x, one_minus), 2)
+    return _saturating_shl(x, 1)
+
+
+def softmax_params(beta: float, input_scale: float) -> dict:
+    """input_multiplier, input_left_shift and diff_min of the reference int8 softmax
+    (PreprocessSoftmaxScaling and CalculateInputRadius)."""
+    real = min(float(beta) * float(np.float32(input_scale)) *
+               (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)), (1 << 31) - 1.0)
+    m, left = quantize_multiplier(real)
+    if left < 0:
+        raise ShapeError(f"SOFTMAX: input scale {input_scale} * beta {beta} too small for "
+                         f"TFLite's int8 softmax")
+    radius = ((1 << SOFTMAX_DIFF_INTEGER_BITS) - 1) * \
+        (1 << (31 - SOFTMAX_DIFF_INTEGER_BITS)) / (1 << left)
+    return dict(input_multiplier=m, input_left_shift=left, diff_min=-int(math.floor(radius)))
+
+
+def softmax_int8(x, *, input_multiplier, input_left_shift, diff_min):
+    """int8 -> int8 softmax over the last axis (output scale 1/256, zero point -128)."""
+    x = np.asarray(x).astype(np.int64)
+    diff = x - x.max(axis=-1, keepdims=True)
+    live = diff >= diff_min
+    scaled = srdhm(np.where(live, diff, 0) << input_left_shift, input_multiplier)
+    exps = exp_on_negative_values(scaled)
+    total = np.where(live, rounding_divide_by_pot(exps, SOFTMAX_ACCUM_INTEGER_BITS), 0) \
+        .sum(axis=-1, keepdims=True)
+    _check_int32_range("SoftmaxInt8 (sum of exponentials)", total)
+    # CountLeadingZeros of the (positive) uint32 sum
+    headroom = 32 - np.vectorize(lambda t: int(t).bit_length(), otypes=[np.int64])(total)
+    bits_over_unit = SOFTMAX_ACCUM_INTEGER_BITS - headroom
+    shifted = ((total << headroom) & 0xFFFFFFFF) - (1 << 31)
+    scale = _one_over_one_plus_x(shifted)
+    out = rounding_divide_by_pot(srdhm(scale, exps), bits_over_unit + 31 - 8) + INT8_MIN
+    return np.where(live, np.clip(out, INT8_MIN, INT8_MAX), INT8_MIN).astype(np.int8)
+
+
+def _softmax_int8_infer(attrs, types, consts):
+    x = types[0]
+    if x.dtype != "int8":
+        raise ShapeError(f"SoftmaxInt8 needs an int8 input, got {x}")
+    _check_multipliers("SoftmaxInt8", attrs["input_multiplier"], 0)
+    return [TensorType(x.shape, "int8")]
+
+
+register(OpDef("SoftmaxInt8", softmax_int8, _softmax_int8_infer,
+               attrs=dict(input_multiplier=REQUIRED, input_left_shift=REQUIRED,
+                          diff_min=REQUIRED),
+               doc="TFLite's reference int8 softmax over the last axis (fixed-point exp)"))
+
+
+# ---- LookupInt8: an int8 -> int8 function as a 256-entry table (TFLite's int8 LOGISTIC) -------
+def lookup_int8(x, table):
+    """table[x + 128]: TFLite evaluates int8 LOGISTIC through such a table, filled when the
+    model is prepared (`lut_int8`)."""
+    table = np.asarray(table)
+    if table.shape != (256,):
+        raise ShapeError(f"LookupInt8: the table has shape {list(table.shape)}, expected [256]")
+    return table[np.asarray(x).astype(np.int64) + 128].astype(np.int8)
+
+
+def lut_int8(fn, input_scale: float, input_zero_point: int, output_scale: float,
+             output_zero_point: int) -> np.ndarray:
+    """TFLite's LUTPopulate<int8_t>: each int8 input dequantised, transformed, requantised
+    (round half away from zero) and clamped, in float32 as its kernels compute it."""
+    q = np.arange(-128, 128, dtype=np.int32)
+    real = np.float32(input_scale) * (q - input_zero_point).astype(np.float32)
+    y = fn(real).astype(np.float32) * (np.float32(1) / np.float32(output_scale))
+    y = (np.sign(y) * np.floor(np.abs(y) + np.float32(0.5))).astype(np.float32)
+    return np.clip(y.astype(np.int64) + output_zero_point, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def _lookup_int8_infer(attrs, types, consts):
+    x, table = types
+    if x.dtype != "int8" or table.dtype != "int8" or table.shape != (256,):
+        raise ShapeError(f"LookupInt8 needs an int8 input and an int8[256] table, got {x}, "
+                         f"{table}")
+    return [TensorType(x.shape, "int8")]
+
+
+register(OpDef("LookupInt8", lookup_int8, _lookup_int8_infer, num_inputs=(2, 2),
+               doc="int8 -> int8 through a 256-entry table"))
+
+
+# ---- HardSwishInt8: TFLite's reference int8 HARD_SWISH (16-bit fixed point) -------------------
+INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+
+
+def _high_mul16(a, b, rounding: bool) -> np.ndarray:
+    """The high 16 bits of 2 * a * b for int16 a, b: rounded half away from zero
+    (gemmlowp's SaturatingRoundingDoublingHighMul) or truncated towards zero (SQDMULH)."""
+    a, b = np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)
+    ab = a * b
+    t = ab + (np.where(ab >= 0, 1 << 14, 1 - (1 << 14)) if rounding else 0)
+    high = np.where(t >= 0, t >> 15, -((-t) >> 15))
+    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
+
+
+def _saturating_shl16(x, k: int) -> np.ndarray:
+    return np.clip(np.asarray(x).astype(np.int64) << k, INT16_MIN, INT16_MAX)
+
+
+def int16_multiplier(real: float) -> tuple[int, int]:
+    """(m16, exponent): QuantizeMultiplier's 32-bit multiplier rounded to its high 16 bits
+    (DownScaleInt32ToInt16Multiplier)."""
+    m, e = quantize_multiplier(real)
+    return (INT16_MAX if m >= INT32_MAX - (1 << 15) else (m + (1 << 15)) >> 16), e
+
+
+def hard_swish_params(input_scale: float, input_zero_point: int, output_scale: float,
+                      output_zero_point: int) -> dict:
+    """HardSwishPrepare: the multipliers computed in float32 as the kernel does."""
+    hires = np.float32(1 / 128) * np.float32(input_scale)
+    out_m, out_e = int16_multiplier(float(hires / np.float32(output_scale)))
+    relu_m, relu_e = int16_multiplier(float(hires / np.float32(3 / 32768)))
+    if out_e > 0:
+        raise ShapeError(f"HARD_SWISH: output scale {output_scale} is too fine for TFLite's "
+                         f"int8 kernel")
+    return dict(input_zero_point=input_zero_point, output_zero_point=output_zero_point,
+                output_multiplier=out_m, output_exponent=out_e, reluish_multiplier=relu_m,
+                reluish_exponent=relu_e)
+
+
+def hard_swish_int8(x, *, input_zero_point, output_zero_point, output_multiplier,
+                    output_exponent, reluish_multiplier, reluish_exponent):
+    """x * relu6(x + 3) / 6 on int8, as reference_ops::HardSwish computes it in int16."""
+    v = (np.asarray(x).astype(np.int64) - input_zero_point) << 7       # hi-res input scale
+    pre_out = _high_mul16(v, output_multiplier, rounding=True)
+    reluish = v
+    if reluish_exponent > 0:
+        reluish = _saturating_shl16(reluish, reluish_exponent - 1)
+    reluish = _high_mul16(reluish, reluish_multiplier, rounding=True)
+    if reluish_exponent > 0:
+        reluish = _saturating_shl16(reluish, 1)
+    if reluish_exponent < 0:
+        reluish = rounding_divide_by_pot(reluish, -reluish_exponent)
+    reluish = (reluish + (1 << 15)) >> 1                               # [-1, 1] -> [0, 1]
+    out = rounding_divide_by_pot(_high_mul16(reluish, pre_out, rounding=False),
+                                 -output_exponent) + output_zero_point
+    return np.clip(out, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def _hard_swish_int8_infer(attrs, types, consts):
+    if types[0].dtype != "int8":
+        raise ShapeError(f"HardSwishInt8 needs an int8 input, got {types[0]}")
+    return [TensorType(types[0].shape, "int8")]
+
+
+register(OpDef("HardSwishInt8", hard_swish_int8, _hard_swish_int8_infer,
+               attrs=dict(input_zero_point=REQUIRED, output_zero_point=REQUIRED,
+                          output_multiplier=REQUIRED, output_exponent=REQUIRED,
+                          reluish_multiplier=REQUIRED, reluish_exponent=REQUIRED),
+               doc="TFLite's reference int8 hard swish (16-bit fixed point)"))
 
 
 # ---- QuantizeAffine: float -> int8 as TFLite's QUANTIZE computes it ------------------------------

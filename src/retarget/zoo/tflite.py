@@ -40,7 +40,8 @@ OPTIONS = {"ADD": ("AddOptions", 11), "MUL": ("MulOptions", 21),
            "MEAN": ("ReducerOptions", 27), "TRANSPOSE": ("TransposeOptions", 26),
            "STRIDED_SLICE": ("StridedSliceOptions", 32)}
 # Operator versions the int8 kernels are registered under (per-channel conv needs 3).
-INT8_VERSIONS = {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 4, "RESHAPE": 1}
+INT8_VERSIONS = {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 4, "RESHAPE": 1,
+                 "HARD_SWISH": 1}
 # Ops TFLite runs on int8 as copies of their input: the output keeps the input's quantisation.
 SAME_QUANT = ("AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE", "CONCATENATION", "PAD", "TRANSPOSE",
               "STRIDED_SLICE")
@@ -359,7 +360,7 @@ def int8_model(net: Net, samples: np.ndarray, per_channel: bool = True) -> bytes
         merged[g] = (min(a, lo), max(b, hi))
     act = {n: _activation_quant(*merged[group[n]]) for n in ranges}
     for layer in net.layers:
-        if layer.op == "SOFTMAX":     # TFLite's fixed int8 softmax output quantisation
+        if layer.op in ("SOFTMAX", "LOGISTIC"):   # TFLite's fixed int8 output quantisation
             act[layer.output] = (np.float32(1 / 256), -128)
     tensors = []
     weight_scale: dict[str, np.ndarray] = {}
@@ -452,11 +453,19 @@ def layout_ops() -> Net:
     return n.output(n.transpose(x, [0, 3, 1, 2]))
 
 
+def activations() -> Net:
+    """LOGISTIC and HARD_SWISH after convolutions, MEAN over the spatial axes."""
+    n = Net("activations", (1, 6, 6, 4), seed=6)
+    a = n.unary(n.conv("input", 8, 3), "LOGISTIC")
+    b = n.unary(n.conv("input", 8, 3), "HARD_SWISH")
+    return n.output(n.mean(n.add(a, b)))
+
+
 # name -> (network, per_channel): "lenet_per_tensor" is the per-tensor quantised model.
 MODELS: dict[str, tuple[Callable[[], Net], bool]] = {
     "lenet": (lenet, True), "lenet_per_tensor": (lenet, False), "mobilenet": (mobilenet, True),
     "residual": (residual, True), "avgpool_softmax": (avgpool_softmax, True),
-    "layout_ops": (layout_ops, True),
+    "layout_ops": (layout_ops, True), "activations": (activations, True),
 }
 
 
