@@ -73,10 +73,19 @@ def run_model(args: argparse.Namespace) -> int:
     if wants_report(args):
         raise InputError("--report/--csv/--json/--roofline/--trace time a compiled module: "
                          "give --target vta (or a compiled module directory)")
-    from ..frontend.onnx import read_onnx
-    model = read_onnx(args.model)
-    given = read_input_files(args.input, model_input_names(model))
-    graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
+    from ..frontend.tflite import is_tflite_path
+    if is_tflite_path(args.model):
+        if args.check_ort:
+            raise InputError(f"--check-ort runs onnxruntime on an ONNX file; {args.model} is "
+                             f"a TFLite model")
+        model = None
+        graph = load_model(args.model, args.input_shape)
+        given = read_input_files(args.input, [v.name for v in graph.inputs])
+    else:
+        from ..frontend.onnx import read_onnx
+        model = read_onnx(args.model)
+        given = read_input_files(args.input, model_input_names(model))
+        graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
     inputs = complete_inputs(graph, given, args.random, args.seed)
     from ..targets.cpu.reference import run_graph
     outputs = run_graph(graph, inputs)

@@ -10,9 +10,9 @@ optional extra `retarget[tflite]`). Two forms of the same model:
   reference executor then reproduces TFLite's reference kernels bit for bit. A float model
   gives its float graph.
 - form="float": the same network as float ops on the dequantised weights (w - z) * s and
-  biases b * s_x * s_w, with the model's int8 interface kept (DequantizeLinear after each int8
-  input, QuantizeAffine before each int8 output): what a target with another number format
-  re-quantises (compiler.prepare).
+  biases b * s_x * s_w, taking and returning the real values (q - z) * s of the model's int8
+  inputs and outputs (`io_quantization` gives their scales and zero points): what a target
+  with another number format re-quantises (compiler.compile).
 
 Layout: TFLite is NHWC, the IR's convolutions and pools are NCHW. Each Conv / pool is wrapped
 in Transposes (NHWC -> NCHW before, back after) and `passes/transposes.py` removes the pairs
@@ -200,12 +200,9 @@ class TFLiteImporter:
         inputs = []
         for i in self.sub.InputsAsNumpy():
             t = self.tensors[int(i)]
-            v = Value(self._unique(t.name), TensorType(t.shape, t.dtype))
+            dtype = "float32" if self.form == "float" and self.is_int8(t) else t.dtype
+            v = Value(self._unique(t.name), TensorType(t.shape, dtype))
             inputs.append(v)
-            if self.form == "float" and self.is_int8(t):
-                v = self.emit("DequantizeLinear", f"{t.name}/dequant",
-                              [v, self.const(f"{t.name}.scale", np.float32(t.quant.s)),
-                               self.const(f"{t.name}.zero_point", np.int8(t.quant.z))])
             self.define(t, v)
         for index in range(self.sub.OperatorsLength()):
             op = self.sub.Operators(index)
@@ -223,11 +220,7 @@ class TFLiteImporter:
         outputs = []
         for i in self.sub.OutputsAsNumpy():
             t = self.tensors[int(i)]
-            v = self.values[t.index]
-            if self.form == "float" and self.is_int8(t):
-                v = self.emit("QuantizeAffine", f"{t.name}/quant", [v], scale=t.quant.s,
-                              zero_point=t.quant.z, dtype="int8")
-            outputs.append(self._output(v, t.name))
+            outputs.append(self._output(self.values[t.index], t.name))
         return Graph(self.nodes, inputs, outputs, name=self.name)
 
     def _output(self, v: Value, name: str) -> Value:
@@ -320,7 +313,7 @@ def _int8_operands(imp: TFLiteImporter, op: Op, n: int) -> bool:
     if len(kinds) > 1:
         raise UnsupportedOpError("mixes int8 and float tensors (hybrid quantisation is not "
                                  "supported)")
-    return kinds == {True}
+    return kinds == {True} and imp.form == "int8"
 
 
 # ---- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED ----------------------------------------------------
@@ -704,13 +697,7 @@ def load_tflite(path_or_bytes, form: str = "int8", simplify: bool = True) -> Gra
     integer arithmetic; "float": dequantised weights, for re-quantising in another format).
     simplify=False keeps the graph as imported: every layout transpose, and a value named
     after each TFLite tensor."""
-    if isinstance(path_or_bytes, (bytes, bytearray)):
-        buf, name = bytes(path_or_bytes), "tflite"
-    else:
-        path = Path(path_or_bytes)
-        if not path.is_file():
-            raise InputError(f"{path}: no such file")
-        buf, name = path.read_bytes(), path.stem
+    buf, name = read_tflite(path_or_bytes)
     graph = TFLiteImporter(buf, form, name).run()
     if not simplify:              # every TFLite tensor keeps its value (and name)
         from ..passes.infer_shapes import infer_shapes
@@ -718,6 +705,53 @@ def load_tflite(path_or_bytes, form: str = "int8", simplify: bool = True) -> Gra
     from ..passes.simplify import simplify as _simplify
     from ..passes.transposes import cancel_transposes
     return _simplify(cancel_transposes(graph))
+
+
+def read_tflite(path_or_bytes) -> tuple[bytes, str]:
+    """The flatbuffer's bytes and a name for the graph."""
+    if isinstance(path_or_bytes, (bytes, bytearray)):
+        return bytes(path_or_bytes), "tflite"
+    path = Path(path_or_bytes)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    return path.read_bytes(), path.stem
+
+
+def io_quantization(path_or_bytes) -> dict[str, Quant]:
+    """The int8 graph inputs' and outputs' quantisation, by tensor name (float ones absent):
+    how the float form's real values map to the model's int8 values."""
+    imp = TFLiteImporter(read_tflite(path_or_bytes)[0], "int8", "model")
+    ends = list(imp.sub.InputsAsNumpy()) + list(imp.sub.OutputsAsNumpy())
+    return {imp.tensors[int(i)].name: imp.tensors[int(i)].quant for i in ends
+            if imp.is_int8(imp.tensors[int(i)])}
+
+
+def real_inputs(quant: dict[str, Quant], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The model's int8 inputs as the real values (q - z) * s the float form takes."""
+    out = {}
+    for name, x in inputs.items():
+        q = quant.get(name)
+        out[name] = x if q is None else \
+            ((np.asarray(x).astype(np.int64) - q.z).astype(np.float32) * np.float32(q.s))
+    return out
+
+
+def model_samples(graph: Graph, calibration=None, count: int = 8, seed: int = 0
+                  ) -> list[dict[str, np.ndarray]]:
+    """Inputs of the int8-form `graph` (the model's own int8 inputs): `calibration` in any
+    form `passes.calibrate.sample_batches` accepts, or, when None, `count` seeded inputs
+    uniform over each int8 input's whole range (standard normal for a float input)."""
+    if calibration is not None:
+        from ..passes.calibrate import sample_batches
+        return sample_batches(graph, calibration)
+    rng = np.random.default_rng(seed)
+    return [{v.name: rng.integers(-128, 128, v.type.shape).astype(np.int8)
+             if v.type.dtype == "int8" else rng.standard_normal(v.type.shape).astype(v.type.dtype)
+             for v in graph.inputs} for _ in range(count)]
+
+
+def is_tflite_path(model) -> bool:
+    return isinstance(model, (str, Path)) and str(model).lower().endswith(".tflite")
 
 
 def is_int8_tflite(graph: Graph) -> bool:
@@ -728,5 +762,6 @@ def is_int8_tflite(graph: Graph) -> bool:
 INT8_TFLITE_OPS = ("RequantizeQ31", "QAddQ31", "QMulQ31", "AveragePoolInt", "SoftmaxInt8",
                    "LookupInt8", "HardSwishInt8", "MeanInt8")
 
-__all__ = ["FORMS", "HANDLERS", "INT8_TFLITE_OPS", "TFLiteImporter", "is_int8_tflite",
-           "load_tflite"]
+__all__ = ["FORMS", "HANDLERS", "INT8_TFLITE_OPS", "Quant", "TFLiteImporter", "io_quantization",
+           "is_int8_tflite", "is_tflite_path", "load_tflite", "model_samples", "read_tflite",
+           "real_inputs"]

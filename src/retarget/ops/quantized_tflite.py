@@ -9,8 +9,9 @@ m * 2**(shift - 31)) applied the way gemmlowp and TFLite's reference kernels do 
         RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << max(shift, 0), m),
                             max(-shift, 0))
 
-i.e. two roundings: the doubling high multiply rounds half away from zero, the power-of-two
-division rounds half away from zero too (both in 32-bit two's complement). Everything here is
+i.e. two roundings: the doubling high multiply rounds to nearest with ties upwards (its
+negative nudge is 1 - 2**30, so -0.5 goes to 0), the power-of-two division rounds ties away
+from zero (both in 32-bit two's complement). Everything here is
 exact integer arithmetic in int64 that mirrors those 32-bit operations step for step (and
 checks that the values that are int32 in C fit), so a C implementation needs nothing but
 int32 / int64 arithmetic to reproduce it. The ops are the output stages of TFLite's int8
@@ -43,8 +44,8 @@ def _as_int32(op: str, x) -> np.ndarray:
 
 
 def srdhm(a, b) -> np.ndarray:
-    """SaturatingRoundingDoublingHighMul: the high 32 bits of 2 * a * b, rounded half away
-    from zero; the one overflow case (INT32_MIN * INT32_MIN) saturates to INT32_MAX."""
+    """SaturatingRoundingDoublingHighMul: the high 32 bits of 2 * a * b, rounded to nearest
+    with ties upwards (gemmlowp's nudge); INT32_MIN * INT32_MIN saturates to INT32_MAX."""
     a = _as_int32("SaturatingRoundingDoublingHighMul", a)
     b = _as_int32("SaturatingRoundingDoublingHighMul", b)
     ab = a * b                                  # |ab| <= 2**62: exact in int64

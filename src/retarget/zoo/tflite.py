@@ -16,7 +16,7 @@ flatbuffer's bytes. Nothing is downloaded.
 """
 from __future__ import annotations
 
-import sys
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -49,12 +49,12 @@ _TYPES = {"float32": 0, "int32": 2, "int8": 9, "int64": 4}
 
 
 def _schema(name: str):
+    """The generated module for one schema table (its Start / Add... / End builders)."""
     try:
-        import tflite  # noqa: F401  (fills sys.modules with the generated modules)
+        return importlib.import_module(f"tflite.{name}")
     except ImportError:
         raise ImportError("writing TFLite models needs the `tflite` and `flatbuffers` "
                           "packages: pip install 'retarget[tflite]'") from None
-    return sys.modules[f"tflite.{name}"]
 
 
 @dataclass(slots=True)
@@ -486,4 +486,19 @@ def tflite_model(name: str, quantized: bool = True) -> bytes:
     return int8_model(net, calibration_samples(net), per_channel=per_channel)
 
 
-__all__ = ["MODELS", "Net", "calibration_samples", "float_model", "int8_model", "tflite_model"]
+def model_inputs(buf: bytes, count: int = 4, seed: int = 0) -> list[np.ndarray]:
+    """`count` inputs for a test model: seeded standard-normal samples (the calibration
+    distribution) quantised with the model's int8 input quantisation (TFLite's rounding), or
+    left float32 for a float model."""
+    from ..frontend.tflite import TFLiteImporter
+    from ..ops.quantized_tflite import quantize_affine
+    imp = TFLiteImporter(buf, "int8", "model")
+    t = imp.tensors[int(imp.sub.InputsAsNumpy()[0])]
+    rng = np.random.default_rng(seed)
+    xs = [rng.normal(0, 1, t.shape).astype(np.float32) for _ in range(count)]
+    if t.dtype != "int8":
+        return xs
+    return [quantize_affine(x, scale=t.quant.s, zero_point=t.quant.z, dtype="int8") for x in xs]
+
+
+__all__ = ["MODELS", "model_inputs", "Net", "calibration_samples", "float_model", "int8_model", "tflite_model"]
