@@ -611,18 +611,7 @@ def dequantize(imp, op):
         imp.const(f"{op.node}.zero_point", np.int8(x.quant.z))]))
 
 
-# ---- float-only ops ------------------------------------------------------------------------------
-def _float_only(op_name: str, attrs_of: Callable | None = None):
-    def handler(imp: TFLiteImporter, op: Op) -> None:
-        if _int8_operands(imp, op, 1):
-            raise UnsupportedOpError(f"int8 {op.name} is not implemented in the int8-tflite "
-                                     f"format (only its float form is)")
-        attrs = attrs_of(imp, op) if attrs_of else {}
-        imp.define(op.outputs[0], imp.emit(op_name, op.node, [imp.value(op.inputs[0])],
-                                           **attrs))
-    return handler
-
-
+# ---- activations and reductions -----------------------------------------------------------------
 def softmax(imp, op):
     x, y = op.inputs[0], op.outputs[0]
     beta = imp.options(op.raw, "SoftmaxOptions").Beta()

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.types import TensorType
 from .common import broadcast_shapes
+from .nn import pad_spatial
 from .quantized import INT8_MAX, INT8_MIN, _check_int32_range, _check_range, _need_int, \
     _per_channel, saturate
 from .registry import REQUIRED, OpDef, register
@@ -284,8 +285,8 @@ def average_pool_int(x, *, kernel_shape, strides, pads, lo, hi):
     scale and zero point, so no rescaling)."""
     from .pool import pool_window
     win = pool_window("AveragePoolInt", x.shape, kernel_shape, strides, None, pads, "NOTSET", 0)
-    xp = pad_spatial_int(x, win)
-    ones = pad_spatial_int(np.ones((1, 1) + x.shape[2:], np.int64), win)
+    xp = pad_spatial(np.asarray(x).astype(np.int64), win.pads_begin, win.pads_end, 0)
+    ones = pad_spatial(np.ones((1, 1) + x.shape[2:], np.int64), win.pads_begin, win.pads_end, 0)
     total = np.zeros(x.shape[:2] + win.out, np.int64)
     count = np.zeros((1, 1) + win.out, np.int64)
     for tap in np.ndindex(*win.kernel):
@@ -293,11 +294,6 @@ def average_pool_int(x, *, kernel_shape, strides, pads, lo, hi):
         total += xp[sl]
         count += ones[sl]
     return saturate(_divide_half_away(total, count), lo, hi, x.dtype.name)
-
-
-def pad_spatial_int(x: np.ndarray, win) -> np.ndarray:
-    from .nn import pad_spatial
-    return pad_spatial(np.asarray(x).astype(np.int64), win.pads_begin, win.pads_end, 0)
 
 
 def _average_pool_int_infer(attrs, types, consts):
