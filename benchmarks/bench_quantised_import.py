@@ -55,12 +55,15 @@ def _litert(buf: bytes, xs: list[np.ndarray], reference: bool) -> list[np.ndarra
     for x in xs:
         it.set_tensor(inp["index"], x)
         it.invoke()
-        ys.append(it.get_tensor(out["index"]).astype(np.int64))
+        ys.append(it.get_tensor(out["index"]).copy())
     return ys
 
 
-def _max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> int:
-    return max(int(np.abs(x.astype(np.int64) - y.astype(np.int64)).max()) for x, y in zip(a, b))
+def _max_diff(a: list[np.ndarray], b: list[np.ndarray], q) -> int:
+    """Largest difference in the model's output steps (report.deviation.in_output_steps)."""
+    from retarget.report.deviation import in_output_steps
+    return max(int(np.abs(in_output_steps(x, q) - in_output_steps(y, q)).max())
+               for x, y in zip(a, b))
 
 
 def _result(max_lsb: int | None) -> dict:
@@ -69,8 +72,8 @@ def _result(max_lsb: int | None) -> dict:
 
 
 def measure_tflite(name: str, args) -> dict:
-    from retarget.frontend.tflite import (TFLiteImporter, io_quantization, load_tflite,
-                                          real_inputs)
+    from retarget.frontend.tflite import TFLiteImporter, io_quantization, load_tflite, real_inputs
+    from retarget.report.deviation import output_quantization
     from retarget.zoo.tflite import model_inputs, tflite_model
     buf = tflite_model(name)
     ops = TFLiteImporter(buf, "int8", name).sub.OperatorsLength()
@@ -80,19 +83,20 @@ def measure_tflite(name: str, args) -> dict:
         graph = load_tflite(buf)
         times.append(time.perf_counter() - t0)
     xs = model_inputs(buf, args.samples, seed=1)
+    quant = io_quantization(buf)
+    q = output_quantization(buf, graph).get(graph.outputs[0].name)
     runtime = _litert(buf, xs, reference=True)
     ours = [next(iter(retarget.run(graph, {graph.inputs[0].name: x}).values())) for x in xs]
-    row = {"ops": ops, "import_s": min(times), "reference": _result(_max_diff(ours, runtime)),
+    row = {"ops": ops, "import_s": min(times),
+           "reference": _result(_max_diff(ours, runtime, q)),
            "c": _result(None)}
-    notes = {"default_kernels": _max_diff(_litert(buf, xs, reference=False), runtime)}
+    notes = {"default_kernels": _max_diff(_litert(buf, xs, reference=False), runtime, q)}
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"{name}.tflite"
         path.write_bytes(buf)
         calibration = np.concatenate(model_inputs(buf, args.samples, seed=0))
-        quant = io_quantization(buf)
-        qout = quant[graph.outputs[0].name]
         for target in args.targets:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -103,9 +107,8 @@ def measure_tflite(name: str, args) -> dict:
                 y = next(iter(module.run(feed).values()))
                 self_exact &= bool(np.array_equal(
                     y, next(iter(retarget.run(module.graph, feed).values()))))
-                from retarget.ops.quantized_tflite import quantize_affine
-                got.append(quantize_affine(y, scale=qout.s, zero_point=qout.z, dtype="int8"))
-            row[target] = _result(_max_diff(got, runtime))
+                got.append(y)
+            row[target] = _result(_max_diff(got, runtime, q))
             notes[f"{target}_self"] = self_exact
     row["_notes"] = notes
     return row

@@ -715,6 +715,23 @@ def io_quantization(path_or_bytes) -> dict[str, Quant]:
             if imp.is_int8(imp.tensors[int(i)])}
 
 
+def dequantized_outputs(graph: Graph) -> dict[str, Quant]:
+    """The int8-form graph's float outputs made by a DEQUANTIZE, with the quantisation they
+    were dequantised from: float results compare in LSBs through it."""
+    producer = graph.producers()
+    found = {}
+    for v in graph.outputs:
+        n = producer.get(v)
+        while n is not None and n.op == "Identity":
+            n = producer.get(n.inputs[0])
+        if n is not None and n.op == "DequantizeLinear" and n.inputs[1].is_const:
+            zp = n.input(2)
+            found[v.name] = Quant(np.asarray(n.inputs[1].const, np.float32).reshape(1),
+                                  np.asarray(0 if zp is None else zp.const, np.int64).reshape(1),
+                                  0)
+    return found
+
+
 def real_inputs(quant: dict[str, Quant], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The model's int8 inputs as the real values (q - z) * s the float form takes."""
     out = {}
@@ -752,5 +769,5 @@ INT8_TFLITE_OPS = ("RequantizeQ31", "QAddQ31", "QMulQ31", "AveragePoolInt", "Sof
                    "LookupInt8", "HardSwishInt8", "MeanInt8")
 
 __all__ = ["FORMS", "HANDLERS", "INT8_TFLITE_OPS", "Quant", "TFLiteImporter", "io_quantization",
-           "is_int8_tflite", "is_tflite_path", "load_tflite", "model_samples", "read_tflite",
-           "real_inputs"]
+           "is_int8_tflite", "is_tflite_path", "load_tflite", "model_samples", "dequantized_outputs",
+           "read_tflite", "real_inputs"]

@@ -32,16 +32,32 @@ class OutputDeviation:
         return self.max_lsb == 0
 
 
+def in_output_steps(y: np.ndarray, q) -> np.ndarray:
+    """An output as integers in the model's output steps: an int8 output as it is; a float
+    one (a float result for an int8 output, or an output the model dequantises) quantised
+    with the model's scale and zero point for it, `q` (TFLite's rounding, int8 range)."""
+    if np.dtype(y.dtype).kind != "f":
+        return y.astype(np.int64)
+    if q is None:
+        raise ValueError("a float output the model does not quantise has no LSB to measure in")
+    return quantize_affine(y, scale=q.s, zero_point=q.z, dtype="int8").astype(np.int64)
+
+
+def output_quantization(model, reference: Graph) -> dict:
+    """Per output of the model, the quantisation its LSBs are counted in."""
+    from ..frontend.tflite import dequantized_outputs, io_quantization
+    return io_quantization(model) | dequantized_outputs(reference)
+
+
 def tflite_deviation(module, model, inputs: list[dict[str, np.ndarray]],
                      reference: Graph | None = None) -> list[OutputDeviation]:
     """`module` (compiled from the .tflite `model`, in either form) against the model's own
-    int8 arithmetic on `inputs` (the model's inputs: int8 for an int8 model). A float output
-    of the module is quantised with the model's output scale and zero point first (TFLite's
-    rounding), so every difference is in the model's output steps."""
+    int8 arithmetic on `inputs` (the model's inputs: int8 for an int8 model), per output in
+    the model's output steps (`in_output_steps`)."""
     from ..frontend.tflite import io_quantization, load_tflite, real_inputs
     from ..targets.cpu.reference import run_graph
     ref = reference if reference is not None else load_tflite(model)
-    quant = io_quantization(model)
+    quant, out_quant = io_quantization(model), output_quantization(model, ref)
     floats = any(v.type is not None and v.type.dtype == "float32" and v.name in quant
                  for v in module.graph.inputs)
     diffs: dict[str, list[np.ndarray]] = {v.name: [] for v in ref.outputs}
@@ -49,11 +65,9 @@ def tflite_deviation(module, model, inputs: list[dict[str, np.ndarray]],
         want = run_graph(ref, x)
         got = module.run(real_inputs(quant, x) if floats else x)
         for name, w in want.items():
-            g = got[name]
-            q = quant.get(name)
-            if q is not None and np.dtype(g.dtype).kind == "f":
-                g = quantize_affine(g, scale=q.s, zero_point=q.z, dtype="int8")
-            diffs[name].append(np.abs(g.astype(np.int64) - w.astype(np.int64)).ravel())
+            d = in_output_steps(got[name], out_quant.get(name)) - \
+                in_output_steps(w, out_quant.get(name))
+            diffs[name].append(np.abs(d).ravel())
     out = []
     for name, ds in diffs.items():
         d = np.concatenate(ds) if ds else np.zeros(0, np.int64)
@@ -73,4 +87,5 @@ def format_deviation(devs: list[OutputDeviation], target: str, where: str) -> st
     return "\n".join(lines)
 
 
-__all__ = ["OutputDeviation", "format_deviation", "tflite_deviation"]
+__all__ = ["OutputDeviation", "format_deviation", "in_output_steps", "output_quantization",
+           "tflite_deviation"]

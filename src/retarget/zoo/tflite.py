@@ -194,7 +194,13 @@ class _T:
     axis: int = 0
 
 
-def _write(tensors: list[_T], net: Net, int8: bool) -> bytes:
+def _write(tensors: list[_T], net: Net, int8: bool, layers: list[Layer] | None = None,
+           inputs: list[str] | None = None, outputs: list[str] | None = None) -> bytes:
+    """The flatbuffer of `tensors` and `layers` (default: the net's), from `inputs` to
+    `outputs` (default: "input" and the net's outputs)."""
+    layers = net.layers if layers is None else layers
+    inputs = ["input"] if inputs is None else inputs
+    outputs = net.outputs if outputs is None else outputs
     import flatbuffers
     b = flatbuffers.Builder(1024)
     index = {t.name: i for i, t in enumerate(tensors)}
@@ -235,7 +241,7 @@ def _write(tensors: list[_T], net: Net, int8: bool) -> bytes:
             T.TensorAddQuantization(b, q)
         t_offs.append(T.TensorEnd(b))
     ops = [(layer.op, [index[i] for i in layer.inputs], [index[layer.output]], layer.options)
-           for layer in net.layers]
+           for layer in layers]
     codes = sorted({op for op, *_ in ops}, key=list(OPCODES).index)
     O, OC = _schema("Operator"), _schema("OperatorCode")
     op_offs = []
@@ -274,8 +280,8 @@ def _write(tensors: list[_T], net: Net, int8: bool) -> bytes:
         return b.EndVector()
 
     tv = vector(S.SubGraphStartTensorsVector, t_offs)
-    inv = b.CreateNumpyVector(np.array([index["input"]], np.int32))
-    outv = b.CreateNumpyVector(np.array([index[o] for o in net.outputs], np.int32))
+    inv = b.CreateNumpyVector(np.array([index[i] for i in inputs], np.int32))
+    outv = b.CreateNumpyVector(np.array([index[o] for o in outputs], np.int32))
     opv = vector(S.SubGraphStartOperatorsVector, op_offs)
     sname = b.CreateString("main")
     S.SubGraphStart(b)
@@ -350,7 +356,12 @@ def _tie(net: Net, ranges: dict) -> dict[str, str]:
     return {n: find(n) for n in ranges}
 
 
-def int8_model(net: Net, samples: np.ndarray, per_channel: bool = True) -> bytes:
+def int8_model(net: Net, samples: np.ndarray, per_channel: bool = True,
+               float_io: bool = False) -> bytes:
+    """The net quantised to int8 (see the module docstring). float_io: the model takes and
+    returns float32 as converters write it without `inference_input_type = tf.int8`: a
+    QUANTIZE (float -> int8) after the input and, per output, a QUANTIZE (int8 -> int8, to a
+    coarser scale and another zero point) and a DEQUANTIZE."""
     ranges = calibrate(net, samples)
     group = _tie(net, ranges)
     merged: dict[str, tuple[float, float]] = {}
@@ -398,7 +409,20 @@ def int8_model(net: Net, samples: np.ndarray, per_channel: bool = True) -> bytes
             c = net.consts[n]
             t = _T(n, s, str(c.dtype), c)
         out.append(t)
-    return _write(out, net, int8=True)
+    if not float_io:
+        return _write(out, net, int8=True)
+    layers = [Layer("QUANTIZE", ["input_float"], "input")] + list(net.layers)
+    out.append(_T("input_float", net.shapes["input"], "float32"))
+    outputs = []
+    for o in net.outputs:
+        t = by_name.get(o) or next(x for x in out if x.name == o)
+        s2, z2 = np.float32(t.scale[0] * 1.5), int(np.clip(t.zero_point[0] + 3, -128, 127))
+        out.append(_T(f"{o}_requant", t.shape, "int8", None, np.array([s2]), np.array([z2])))
+        out.append(_T(f"{o}_float", t.shape, "float32"))
+        layers += [Layer("QUANTIZE", [o], f"{o}_requant"),
+                   Layer("DEQUANTIZE", [f"{o}_requant"], f"{o}_float")]
+        outputs.append(f"{o}_float")
+    return _write(out, net, int8=True, layers=layers, inputs=["input_float"], outputs=outputs)
 
 
 # ---- the test networks -------------------------------------------------------------------------
@@ -461,11 +485,13 @@ def activations() -> Net:
     return n.output(n.mean(n.add(a, b)))
 
 
-# name -> (network, per_channel): "lenet_per_tensor" is the per-tensor quantised model.
-MODELS: dict[str, tuple[Callable[[], Net], bool]] = {
-    "lenet": (lenet, True), "lenet_per_tensor": (lenet, False), "mobilenet": (mobilenet, True),
-    "residual": (residual, True), "avgpool_softmax": (avgpool_softmax, True),
-    "layout_ops": (layout_ops, True), "activations": (activations, True),
+# name -> (network, per_channel, float_io): "lenet_per_tensor" is the per-tensor quantised
+# model, "lenet_float_io" the one with float input and output (QUANTIZE / DEQUANTIZE).
+MODELS: dict[str, tuple[Callable[[], Net], bool, bool]] = {
+    "lenet": (lenet, True, False), "lenet_per_tensor": (lenet, False, False),
+    "lenet_float_io": (lenet, True, True), "mobilenet": (mobilenet, True, False),
+    "residual": (residual, True, False), "avgpool_softmax": (avgpool_softmax, True, False),
+    "layout_ops": (layout_ops, True, False), "activations": (activations, True, False),
 }
 
 
@@ -479,11 +505,12 @@ def tflite_model(name: str, quantized: bool = True) -> bytes:
     channel or per tensor as MODELS says) or float32."""
     if name not in MODELS:
         raise KeyError(f"no TFLite test model {name!r}; known: {', '.join(MODELS)}")
-    make, per_channel = MODELS[name]
+    make, per_channel, float_io = MODELS[name]
     net = make()
     if not quantized:
         return float_model(net)
-    return int8_model(net, calibration_samples(net), per_channel=per_channel)
+    return int8_model(net, calibration_samples(net), per_channel=per_channel,
+                      float_io=float_io)
 
 
 def model_inputs(buf: bytes, count: int = 4, seed: int = 0) -> list[np.ndarray]:
