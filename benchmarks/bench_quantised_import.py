@@ -46,17 +46,8 @@ ACCELERATORS = ("vta", "nvdla", "dnnvm")
 
 
 def _litert(buf: bytes, xs: list[np.ndarray], reference: bool) -> list[np.ndarray]:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    kind = OpResolverType.BUILTIN_REF if reference else OpResolverType.AUTO
-    it = Interpreter(model_content=buf, experimental_op_resolver_type=kind)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    ys = []
-    for x in xs:
-        it.set_tensor(inp["index"], x)
-        it.invoke()
-        ys.append(it.get_tensor(out["index"]).copy())
-    return ys
+    from retarget.frontend.litert_check import run_litert
+    return run_litert(buf, xs, reference=reference)
 
 
 def _max_diff(a: list[np.ndarray], b: list[np.ndarray], q) -> int:

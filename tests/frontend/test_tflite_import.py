@@ -26,18 +26,10 @@ def _model(models, name, quantized=True):
     return models[key]
 
 
-def _litert(buf, xs, reference=True):
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
-    kind = litert.OpResolverType.BUILTIN_REF if reference else litert.OpResolverType.AUTO
-    it = litert.Interpreter(model_content=buf, experimental_op_resolver_type=kind)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    ys = []
-    for x in xs:
-        it.set_tensor(inp["index"], x)
-        it.invoke()
-        ys.append(it.get_tensor(out["index"]).copy())
-    return ys
+def _litert(buf, xs):
+    pytest.importorskip("ai_edge_litert")
+    from retarget.frontend.litert_check import run_litert
+    return run_litert(buf, xs)
 
 
 def _ours(graph, xs):

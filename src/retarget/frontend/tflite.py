@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, UnsupportedOpError
-from ..ir.graph import Graph, Node, Value, constant
+from ..ir.graph import Graph, Node, Value, constant, fresh_name
 from ..ir.types import TensorType
 from ..ops.quantized import INT8_MAX, INT8_MIN
 from ..ops.quantized_tflite import activation_range, add_q31_params, hard_swish_params, \
@@ -139,11 +139,7 @@ class TFLiteImporter:
 
     # ---- building the graph ------------------------------------------------------------------
     def _unique(self, base: str) -> str:
-        name, i = base, 1
-        while name in self._names:
-            name, i = f"{base}_{i}", i + 1
-        self._names.add(name)
-        return name
+        return fresh_name(base, self._names)
 
     def emit(self, op: str, name: str, inputs: list[Value | None], out: str | None = None,
              **attrs) -> Value:
