@@ -98,7 +98,8 @@ def _load_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
     A TFLite int8 model stays in its own arithmetic (int8-tflite) for a float target or one
     that computes in that format; for any other number format it is imported as float (its
     dequantised weights) and re-quantised, calibrated on the model's own inputs (given, or
-    uniform over the int8 range) turned into the real values the float graph takes."""
+    uniform over the int8 range; float samples for an int8 input count as real values) turned
+    into the real values the float graph takes."""
     from .frontend.tflite import (io_quantization, is_tflite_path, load_tflite,
                                   model_samples, real_inputs)
     if not is_tflite_path(path):
@@ -111,8 +112,8 @@ def _load_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
         warnings.warn(f"{path}: no calibration inputs given; re-quantising for {target.name} "
                       f"on seeded inputs uniform over the model's int8 input range",
                       stacklevel=3)
-    samples = model_samples(load_tflite(path), calibration)
     quant = io_quantization(path)
+    samples = model_samples(load_tflite(path), calibration, quant)
     return load_tflite(path, form="float"), [real_inputs(quant, s) for s in samples]
 
 

@@ -145,3 +145,13 @@ def test_an_int8_tflite_graph_is_not_requantised_silently(models):
     x = model_inputs(_model(models, "lenet"), 1)[0]
     np.testing.assert_array_equal(module.run({"input": x})["fully_connected_5"],
                                   _litert(_model(models, "lenet"), [x])[0])
+
+
+def test_float_calibration_samples_are_quantised_for_an_int8_input(models):
+    buf = _model(models, "lenet")
+    g, quant = load_tflite(buf), tfl.io_quantization(buf)
+    q = quant["input"]
+    real = np.full((2, 12, 12, 1), 3 * q.s, np.float32)
+    samples = tfl.model_samples(g, real, quant)
+    assert len(samples) == 2 and samples[0]["input"].dtype == np.int8
+    assert (samples[0]["input"] == q.z + 3).all()

@@ -160,14 +160,14 @@ def _print_tflite_deviation(args: argparse.Namespace, module) -> None:
     """For a TFLite int8 model compiled into another number format: per output, how far the
     module's integer result is from the model's own arithmetic (report/deviation.py), on the
     calibration inputs or, without them, 8 seeded inputs uniform over the int8 range."""
-    from ..frontend.tflite import is_tflite_path, load_tflite, model_samples
+    from ..frontend.tflite import io_quantization, is_tflite_path, load_tflite, model_samples
     fmt = module.target.number_format
     if not is_tflite_path(args.model) or fmt is None or fmt.name == "int8-tflite":
         return
     from ..report.deviation import format_deviation, tflite_deviation
     calibration = read_calibration(getattr(args, "calibration", None))
     ref = load_tflite(args.model)
-    inputs = model_samples(ref, calibration)
+    inputs = model_samples(ref, calibration, io_quantization(args.model))
     where = (f"{len(inputs)} calibration inputs" if calibration is not None
              else f"{len(inputs)} seeded inputs uniform over the int8 range")
     print(format_deviation(tflite_deviation(module, args.model, inputs, ref),

@@ -169,9 +169,10 @@ class TFLiteImporter:
         self.values[t.index] = v
         return v
 
-    def dequantized(self, t: Tensor, scale: np.ndarray | None = None) -> np.ndarray:
+    def dequantized(self, t: Tensor) -> np.ndarray:
+        """A constant's real values (q - z) * s, per channel along its quantised axis."""
         q = t.quant
-        s = q.scale if scale is None else scale
+        s = q.scale
         shape = [1] * max(len(t.shape), 1)
         if s.size > 1:
             shape[q.axis] = -1
@@ -338,23 +339,17 @@ def _conv_like(imp: TFLiteImporter, op: Op, weights_nchw: np.ndarray, group: int
                  pads=_window_pads(o.Padding(), x.shape[1:3], kernel, strides, dil),
                  group=group)
     xt = imp.transpose(imp.value(x), TO_NCHW, f"{op.node}/nchw")
+    wv = imp.const(f"{w.name}.nchw", weights_nchw)
+    bv = None if b is None else imp.value(b)        # int32 in the int8 form, else float
     if int8:
         xt = _zero_point_removed(imp, xt, x.quant.z, op.node)
-        wv = imp.const(f"{w.name}.nchw", weights_nchw)
-        bv = None if b is None else imp.const(b.name, b.data.astype(np.int32))
         acc = imp.emit("Conv", op.node, [xt, wv, bv], **attrs)
         out = _requantize(imp, op, acc, _accumulator_ratios(x, w, y), 1,
                           o.FusedActivationFunction())
     else:
-        wf = imp.const(f"{w.name}.nchw", weights_nchw)
-        bv = None if b is None else imp.const(b.name, _float_bias(imp, b))
-        out = _activation(imp, op, imp.emit("Conv", op.node, [xt, wf, bv], **attrs),
+        out = _activation(imp, op, imp.emit("Conv", op.node, [xt, wv, bv], **attrs),
                           o.FusedActivationFunction())
     imp.define(y, imp.transpose(out, TO_NHWC, f"{op.node}/nhwc"))
-
-
-def _float_bias(imp: TFLiteImporter, b: Tensor) -> np.ndarray:
-    return imp.dequantized(b) if b.quant is not None and b.dtype == "int32" else b.data
 
 
 def _weights(imp: TFLiteImporter, w: Tensor) -> np.ndarray:
@@ -379,7 +374,7 @@ def depthwise_conv_2d(imp: TFLiteImporter, op: Op) -> None:
     o = imp.options(op.raw, "DepthwiseConv2DOptions")
     wd = _weights(imp, w)                                    # 1 x KH x KW x C*mult
     c = op.inputs[0].shape[3]
-    if wd.shape[3] != c * o.DepthMultiplier() and wd.shape[3] % c:
+    if wd.shape[3] % c:
         raise UnsupportedOpError(f"filter {list(wd.shape)} does not match {c} input channels")
     _conv_like(imp, op, np.ascontiguousarray(wd.transpose(3, 0, 1, 2)), c, o)
 
@@ -397,18 +392,17 @@ def fully_connected(imp: TFLiteImporter, op: Op) -> None:
     if len(x.shape) != 2 or x.shape[1] != w.shape[1]:
         xv = imp.emit("Reshape", f"{op.node}/flatten",
                       [xv, imp.const(f"{op.node}.shape", np.array([-1, w.shape[1]], np.int64))])
+    wv, bv = imp.value(w), None if b is None else imp.value(b)
     if int8:
         xv = _zero_point_removed(imp, xv, x.quant.z, op.node)
-        bv = None if b is None else imp.const(b.name, b.data.astype(np.int32))
-        acc = imp.emit("Gemm", op.node, [xv, imp.const(w.name, w.data), bv], transB=1)
+        acc = imp.emit("Gemm", op.node, [xv, wv, bv], transB=1)
         # LiteRT's int8 FULLY_CONNECTED rescales with one rounding (measured against its
         # reference kernels; CONV_2D rounds twice, as gemmlowp does)
         out = _requantize(imp, op, acc, _accumulator_ratios(x, w, y), 1,
                           o.FusedActivationFunction(), rounding="single")
     else:
-        bv = None if b is None else imp.const(b.name, _float_bias(imp, b))
-        out = _activation(imp, op, imp.emit("Gemm", op.node, [xv, imp.const(
-            w.name, _weights(imp, w)), bv], transB=1), o.FusedActivationFunction())
+        out = _activation(imp, op, imp.emit("Gemm", op.node, [xv, wv, bv], transB=1),
+                          o.FusedActivationFunction())
     if tuple(y.shape) != (int(np.prod(y.shape[:-1])), y.shape[-1]) or len(y.shape) != 2:
         out = imp.emit("Reshape", f"{op.node}/unflatten",
                        [out, imp.const(f"{op.node}.out_shape", np.array(y.shape, np.int64))])
@@ -738,18 +732,39 @@ def real_inputs(quant: dict[str, Quant], inputs: dict[str, np.ndarray]) -> dict[
     return out
 
 
-def model_samples(graph: Graph, calibration=None, count: int = 8, seed: int = 0
-                  ) -> list[dict[str, np.ndarray]]:
+def model_samples(graph: Graph, calibration=None, quant: dict[str, Quant] | None = None,
+                  count: int = 8, seed: int = 0) -> list[dict[str, np.ndarray]]:
     """Inputs of the int8-form `graph` (the model's own int8 inputs): `calibration` in any
-    form `passes.calibrate.sample_batches` accepts, or, when None, `count` seeded inputs
-    uniform over each int8 input's whole range (standard normal for a float input)."""
+    form `passes.calibrate.sample_batches` accepts (with `quant`, the model's
+    `io_quantization`, float samples for an int8 input are real values and are quantised
+    with that input's scale and zero point), or, when None, `count`
+    seeded inputs uniform over each int8 input's whole range (standard normal for a float
+    input)."""
     if calibration is not None:
         from ..passes.calibrate import sample_batches
-        return sample_batches(graph, calibration)
+        single = graph.inputs[0].name if len(graph.inputs) == 1 else None
+        return sample_batches(graph, _quantized_samples(quant or {}, calibration, single))
     rng = np.random.default_rng(seed)
     return [{v.name: rng.integers(-128, 128, v.type.shape).astype(np.int8)
              if v.type.dtype == "int8" else rng.standard_normal(v.type.shape).astype(v.type.dtype)
              for v in graph.inputs} for _ in range(count)]
+
+
+def _quantized_samples(quant: dict[str, Quant], samples, single_input: str | None):
+    """`samples` with each float array meant for an int8 input taken as real values and
+    quantised with that input's scale and zero point (TFLite's rounding)."""
+    from ..ops.quantized_tflite import quantize_affine
+
+    def fix(name, a):
+        a, q = np.asarray(a), quant.get(name)
+        if q is not None and a.dtype.kind == "f":
+            return quantize_affine(a, scale=q.s, zero_point=q.z, dtype="int8")
+        return a
+    if isinstance(samples, np.ndarray):
+        return fix(single_input, samples) if single_input else samples
+    if isinstance(samples, dict):
+        return {k: fix(k, v) for k, v in samples.items()}
+    return [{k: fix(k, v) for k, v in s.items()} for s in samples]
 
 
 def is_tflite_path(model) -> bool:
