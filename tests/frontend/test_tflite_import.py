@@ -155,3 +155,26 @@ def test_float_calibration_samples_are_quantised_for_an_int8_input(models):
     samples = tfl.model_samples(g, real, quant)
     assert len(samples) == 2 and samples[0]["input"].dtype == np.int8
     assert (samples[0]["input"] == q.z + 3).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_networks_are_bit_exact_with_litert(seed):
+    """Other weights, activations and calibration ranges (so other multipliers, shifts and
+    zero points) through every int8 kernel kind."""
+    from retarget.zoo.tflite import Net, int8_model
+    rng = np.random.default_rng(seed)
+    acts = ["NONE", "RELU", "RELU6"]
+    n = Net(f"random{seed}", (1, 7, 7, 3), seed=seed)
+    a = n.conv("input", 6, 3, stride=1 + seed % 2, act=acts[seed % 3])
+    b = n.conv(a, 0, 3, depthwise=True, act=acts[(seed + 1) % 3])
+    c = n.add(a, b, act=acts[(seed + 2) % 3])
+    c = n.mul(c, b)
+    c = n.pool(c, "avg", k=2, stride=1, padding="SAME")
+    c = n.reshape(c, (1, int(np.prod(n.shapes[c][1:]))))
+    n.output(n.softmax(n.fc(c, 5, act=acts[seed % 3])))
+    scale = float(rng.uniform(0.2, 5))
+    buf = int8_model(n, (scale * rng.normal(size=(6, 7, 7, 3))).astype(np.float32),
+                     per_channel=bool(seed % 2))
+    xs = model_inputs(buf, 3, seed=seed)
+    for ours, theirs in zip(_ours(load_tflite(buf), xs), _litert(buf, xs)):
+        np.testing.assert_array_equal(ours, theirs)
