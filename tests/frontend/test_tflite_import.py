@@ -91,6 +91,9 @@ def test_retarget_load_and_cli_read_tflite_files(models, tmp_path, capsys):
     from retarget.cli import main
     assert main(["inspect", str(path)]) == 0
     assert "RequantizeQ31" in capsys.readouterr().out
+    pytest.importorskip("ai_edge_litert")
+    assert main(["run", str(path), "--random", "--check-litert"]) == 0
+    assert "bit-exact with LiteRT's reference kernels" in capsys.readouterr().out
 
 
 def test_not_a_flatbuffer_is_an_input_error():
