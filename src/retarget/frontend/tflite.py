@@ -240,7 +240,7 @@ class Op:
         return f"{self.name}_{self.index}"
 
 
-# ---- fused activations and the int8 output stage ---------------------------------------------------
+# ---- fused activations and the int8 output stage -------------------------------------------------
 def _activation(imp: TFLiteImporter, op: Op, y: Value, code: int) -> Value:
     """The float form's fused activation as a separate op (the int8 form clamps instead)."""
     act = _ACTIVATIONS.get(code)
@@ -313,7 +313,7 @@ def _int8_operands(imp: TFLiteImporter, op: Op, n: int) -> bool:
     return kinds == {True} and imp.form == "int8"
 
 
-# ---- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED ----------------------------------------------------
+# ---- CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED -------------------------------------------------
 def _same_pads(size, kernel, stride, dilation) -> tuple[int, int]:
     out = -(-size // stride)
     total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
@@ -780,5 +780,5 @@ INT8_TFLITE_OPS = ("RequantizeQ31", "QAddQ31", "QMulQ31", "AveragePoolInt", "Sof
                    "LookupInt8", "HardSwishInt8", "MeanInt8")
 
 __all__ = ["FORMS", "HANDLERS", "INT8_TFLITE_OPS", "Quant", "TFLiteImporter", "io_quantization",
-           "is_int8_tflite", "is_tflite_path", "load_tflite", "model_samples", "dequantized_outputs",
-           "read_tflite", "real_inputs"]
+           "is_int8_tflite", "is_tflite_path", "load_tflite", "model_samples",
+           "dequantized_outputs", "read_tflite", "real_inputs"]

@@ -312,7 +312,7 @@ register(OpDef("AveragePoolInt", average_pool_int, _average_pool_int_infer,
                doc="int8 average pool: in-bounds sum / count, rounded half away, clamped"))
 
 
-# ---- MeanInt8: TFLite's int8 MEAN over the spatial axes of an NHWC map ----------------------------
+# ---- MeanInt8: TFLite's int8 MEAN over the spatial axes of an NHWC map ---------------------------
 def mean_int8(x, *, input_zero_point, multiplier, shift, zero_point):
     """N x H x W x C -> N x 1 x 1 x C: the sum of x - z_x rescaled by
     MultiplyByQuantizedMultiplier with the ratio s_x / s_y / (H * W) (the division is part

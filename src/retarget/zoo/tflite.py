@@ -182,7 +182,7 @@ class Net:
         return self
 
 
-# ---- the flatbuffer writer -------------------------------------------------------------------------
+# ---- the flatbuffer writer -----------------------------------------------------------------------
 @dataclass(slots=True)
 class _T:
     name: str
@@ -311,7 +311,7 @@ def float_model(net: Net) -> bytes:
     return _write(tensors, net, int8=False)
 
 
-# ---- post-training quantisation --------------------------------------------------------------------
+# ---- post-training quantisation ------------------------------------------------------------------
 def _activation_quant(lo: float, hi: float) -> tuple[np.float32, int]:
     """Asymmetric int8 (scale, zero point) for [lo, hi] widened to contain 0, as TFLite's
     converter nudges it."""
@@ -528,4 +528,5 @@ def model_inputs(buf: bytes, count: int = 4, seed: int = 0) -> list[np.ndarray]:
     return [quantize_affine(x, scale=t.quant.s, zero_point=t.quant.z, dtype="int8") for x in xs]
 
 
-__all__ = ["MODELS", "model_inputs", "Net", "calibration_samples", "float_model", "int8_model", "tflite_model"]
+__all__ = ["MODELS", "Net", "calibration_samples", "float_model", "int8_model", "model_inputs",
+           "tflite_model"]
