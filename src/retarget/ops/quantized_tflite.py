@@ -44,17 +44,38 @@ def _as_int32(op: str, x) -> np.ndarray:
     return x
 
 
+def round_half_away(v) -> np.ndarray:
+    """std::round (TfLiteRound): to nearest, ties away from zero; exact for float32 values
+    (computed in float64, where adding 1/2 to a float32 loses nothing)."""
+    v = np.asarray(v, np.float64)
+    return np.sign(v) * np.floor(np.abs(v) + 0.5)
+
+
+def _doubling_high_mul(a: np.ndarray, b: np.ndarray, bits: int, rounding: bool = True
+                       ) -> np.ndarray:
+    """The high `bits` bits of 2 * a * b for `bits`-bit a, b, in int64: rounded to nearest
+    with ties upwards (gemmlowp's nudge, 1 - 2**(bits-2) when negative) or truncated towards
+    zero (SQDMULH); MIN * MIN, the one overflow, saturates to MAX."""
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    ab = a * b                                  # |ab| <= 2**62: exact in int64
+    t = ab + (np.where(ab >= 0, 1 << (bits - 2), 1 - (1 << (bits - 2))) if rounding else 0)
+    # C++ integer division truncates towards zero.
+    high = np.where(t >= 0, t >> (bits - 1), -((-t) >> (bits - 1)))
+    return np.where((a == lo) & (b == lo), hi, high)
+
+
+def _saturating_shl(x, k: int, bits: int = 32) -> np.ndarray:
+    """x << k saturated to `bits` bits (gemmlowp's SaturatingRoundingMultiplyByPOT with a
+    positive exponent; TFLite's SaturatingLeftShift for 16 bits)."""
+    return np.clip(np.asarray(x).astype(np.int64) << k, -(1 << (bits - 1)),
+                   (1 << (bits - 1)) - 1)
+
+
 def srdhm(a, b) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul: the high 32 bits of 2 * a * b, rounded to nearest
     with ties upwards (gemmlowp's nudge); INT32_MIN * INT32_MIN saturates to INT32_MAX."""
-    a = _as_int32("SaturatingRoundingDoublingHighMul", a)
-    b = _as_int32("SaturatingRoundingDoublingHighMul", b)
-    ab = a * b                                  # |ab| <= 2**62: exact in int64
-    nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    t = ab + nudge
-    # C++ integer division truncates towards zero.
-    high = np.where(t >= 0, t >> 31, -((-t) >> 31))
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, high)
+    return _doubling_high_mul(_as_int32("SaturatingRoundingDoublingHighMul", a),
+                              _as_int32("SaturatingRoundingDoublingHighMul", b), 32)
 
 
 def rounding_divide_by_pot(x, exponent) -> np.ndarray:
@@ -119,8 +140,7 @@ def activation_range(activation: str, scale: float, zero_point: int) -> tuple[in
     an output's (scale, zero point), as TFLite's CalculateActivationRangeQuantized: the real
     bounds quantised with round-half-away, then limited to the int8 range."""
     def q(v: float) -> int:
-        r = np.float32(v) / np.float32(scale)
-        return zero_point + int(np.sign(r) * np.floor(np.abs(r) + np.float32(0.5)))
+        return zero_point + int(round_half_away(np.float32(v) / np.float32(scale)))
     bounds = {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0),
               "RELU_N1_TO_1": (-1.0, 1.0)}
     if activation not in bounds:
@@ -348,12 +368,6 @@ _EXP_BARREL = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308
                (2, 39332535), (3, 720401), (4, 242))     # round(exp(-2**k) * 2**31)
 
 
-def _saturating_shl(x: np.ndarray, k: int) -> np.ndarray:
-    """gemmlowp's SaturatingRoundingMultiplyByPOT with a positive exponent."""
-    threshold = (1 << (31 - k)) - 1
-    return np.where(x > threshold, INT32_MAX, np.where(x < -threshold, INT32_MIN, x << k))
-
-
 def _exp_on_interval(a: np.ndarray) -> np.ndarray:
     """exp(a) for a in [-1/4, 0), all Q0.31: gemmlowp's
     exp_on_interval_between_negative_one_quarter_and_0_excl."""
@@ -458,8 +472,7 @@ def lut_int8(fn, input_scale: float, input_zero_point: int, output_scale: float,
     (round half away from zero) and clamped, in float32 as its kernels compute it."""
     q = np.arange(-128, 128, dtype=np.int32)
     real = np.float32(input_scale) * (q - input_zero_point).astype(np.float32)
-    y = fn(real).astype(np.float32) * (np.float32(1) / np.float32(output_scale))
-    y = (np.sign(y) * np.floor(np.abs(y) + np.float32(0.5))).astype(np.float32)
+    y = round_half_away(fn(real).astype(np.float32) * (np.float32(1) / np.float32(output_scale)))
     return np.clip(y.astype(np.int64) + output_zero_point, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
@@ -476,21 +489,12 @@ register(OpDef("LookupInt8", lookup_int8, _lookup_int8_infer, num_inputs=(2, 2),
 
 
 # ---- HardSwishInt8: TFLite's reference int8 HARD_SWISH (16-bit fixed point) -------------------
-INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+INT16_MAX = (1 << 15) - 1
 
 
 def _high_mul16(a, b, rounding: bool) -> np.ndarray:
-    """The high 16 bits of 2 * a * b for int16 a, b: rounded half away from zero
-    (gemmlowp's SaturatingRoundingDoublingHighMul) or truncated towards zero (SQDMULH)."""
-    a, b = np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64)
-    ab = a * b
-    t = ab + (np.where(ab >= 0, 1 << 14, 1 - (1 << 14)) if rounding else 0)
-    high = np.where(t >= 0, t >> 15, -((-t) >> 15))
-    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
-
-
-def _saturating_shl16(x, k: int) -> np.ndarray:
-    return np.clip(np.asarray(x).astype(np.int64) << k, INT16_MIN, INT16_MAX)
+    return _doubling_high_mul(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64),
+                              16, rounding)
 
 
 def int16_multiplier(real: float) -> tuple[int, int]:
@@ -521,10 +525,10 @@ def hard_swish_int8(x, *, input_zero_point, output_zero_point, output_multiplier
     pre_out = _high_mul16(v, output_multiplier, rounding=True)
     reluish = v
     if reluish_exponent > 0:
-        reluish = _saturating_shl16(reluish, reluish_exponent - 1)
+        reluish = _saturating_shl(reluish, reluish_exponent - 1, 16)
     reluish = _high_mul16(reluish, reluish_multiplier, rounding=True)
     if reluish_exponent > 0:
-        reluish = _saturating_shl16(reluish, 1)
+        reluish = _saturating_shl(reluish, 1, 16)
     if reluish_exponent < 0:
         reluish = rounding_divide_by_pot(reluish, -reluish_exponent)
     reluish = (reluish + (1 << 15)) >> 1                               # [-1, 1] -> [0, 1]
@@ -549,8 +553,7 @@ register(OpDef("HardSwishInt8", hard_swish_int8, _hard_swish_int8_infer,
 # ---- QuantizeAffine: float -> int8 as TFLite's QUANTIZE computes it ------------------------------
 def quantize_affine(x, *, scale, zero_point, dtype):
     """clamp(round_half_away(x / scale) + zero_point) with the division in float32."""
-    v = (np.asarray(x, np.float32) / np.float32(scale)).astype(np.float64)
-    v = np.sign(v) * np.floor(np.abs(v) + 0.5) + zero_point
+    v = round_half_away(np.asarray(x, np.float32) / np.float32(scale)) + zero_point
     info = np.iinfo(dtype)
     return np.clip(v, info.min, info.max).astype(dtype)
 
@@ -568,6 +571,6 @@ register(OpDef("QuantizeAffine", quantize_affine, _quantize_affine_infer,
                doc="float -> int8: round_half_away(x / scale) + zero_point, saturated"))
 
 
-__all__ = ["ADD_LEFT_SHIFT", "activation_range", "add_q31_params",
+__all__ = ["ADD_LEFT_SHIFT", "activation_range", "add_q31_params", "round_half_away",
            "multiply_by_quantized_multiplier", "quantize_multiplier", "rounding_divide_by_pot",
            "srdhm"]
