@@ -8,11 +8,13 @@ inputs (retarget's reference executor on its own import), each activation gets a
 int8 range [min, max] (always containing 0), weights are symmetric int8 per output channel
 (or per tensor), biases int32 at s_x * s_w, and ops TFLite runs as copies (pools, reshape,
 concatenation, pad, transpose, slice) share their input's quantisation. Input and output are
-int8, as with `inference_input_type = inference_output_type = tf.int8`.
+int8, as with `inference_input_type = inference_output_type = tf.int8` (or float through
+QUANTIZE / DEQUANTIZE with `float_io`).
 
 `MODELS` names the test networks (LeNet-style, MobileNet-v1-style, a residual block, average
-pooling + softmax, ...); `tflite_model(name, quantized=True, per_channel=True)` returns the
-flatbuffer's bytes. Nothing is downloaded.
+pooling + softmax, ...); `tflite_model(name, quantized=True)` returns the flatbuffer's bytes,
+`model_inputs(bytes)` inputs from the calibration distribution. Nothing is downloaded, and
+nothing here needs LiteRT (the tests validate every file by running it there).
 """
 from __future__ import annotations
 
