@@ -1,0 +1,94 @@
+"""Building the C simulator's shared library with the system C compiler, cached by source hash.
+
+The library is built once per distinct (sources, compiler command, machine) into
+`$RETARGET_CACHE_DIR/vta-csim/<hash>/libvtacsim.so` (default cache directory:
+`$XDG_CACHE_HOME/retarget`, else `~/.cache/retarget`), written under a temporary name and
+renamed into place, so concurrent processes never load a half-written file. The compiler is
+`$RETARGET_VTA_CC` (words split as a shell would), else `cc`, else `gcc`; it is asked for
+`-O3 -march=native` (the GEMM uses AVX2 / AVX-512 VNNI when the host has them) and, should that
+fail, for plain `-O2`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from ....errors import TargetError
+
+HERE = Path(__file__).resolve().parent
+SOURCES = ("vta_csim.c", "vta_driver_sim.c")
+HEADERS = ("vta_csim.h", "vta_driver.h")
+LIBRARY = "libvtacsim.so"
+CC_ENV = "RETARGET_VTA_CC"
+CACHE_ENV = "RETARGET_CACHE_DIR"
+FLAG_SETS = (("-O3", "-march=native"), ("-O2",))
+COMMON_FLAGS = ("-std=c11", "-fPIC", "-shared")
+BUILD_TIMEOUT_S = 300
+
+
+class CSimUnavailable(TargetError):
+    """The C simulator cannot be built here (no C compiler, or the build failed)."""
+
+
+def cache_root() -> Path:
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "retarget"
+
+
+def compiler() -> list[str]:
+    """The C compiler command; CSimUnavailable when there is none."""
+    if os.environ.get(CC_ENV):
+        return shlex.split(os.environ[CC_ENV])
+    for name in ("cc", "gcc"):
+        if shutil.which(name):
+            return [name]
+    raise CSimUnavailable(f"no C compiler found (cc or gcc on PATH, or ${CC_ENV}) to build the "
+                          f"VTA C simulator")
+
+
+def source_paths() -> list[Path]:
+    return [HERE / n for n in SOURCES + HEADERS]
+
+
+def _key(cc: list[str]) -> str:
+    h = hashlib.sha256()
+    for p in source_paths():
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    h.update(repr((cc, FLAG_SETS, COMMON_FLAGS, platform.machine(), platform.system())).encode())
+    return h.hexdigest()[:20]
+
+
+@lru_cache(maxsize=None)
+def library_path() -> Path:
+    """The built library, compiling it on first use (cached on disk across processes)."""
+    cc = compiler()
+    target = cache_root() / "vta-csim" / _key(cc) / LIBRARY
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    errors = []
+    for flags in FLAG_SETS:
+        fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
+        os.close(fd)
+        cmd = [*cc, *flags, *COMMON_FLAGS, "-o", tmp, *(str(HERE / n) for n in SOURCES)]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            os.unlink(tmp)
+            raise CSimUnavailable(f"cannot run the C compiler {shlex.join(cc)!r} to build the "
+                                  f"VTA C simulator: {e}") from None
+        if done.returncode == 0:
+            os.replace(tmp, target)
+            return target
+        os.unlink(tmp)
+        errors.append(f"`{shlex.join(cmd)}`: {(done.stderr or done.stdout).strip()[-1500:]}")
+    raise CSimUnavailable("building the VTA C simulator failed:\n" + "\n".join(errors))

@@ -1,0 +1,864 @@
+/*
+ * retarget's functional simulator of VTA (see vta_csim.h). The machine of the Python behavioural
+ * simulator (targets/vta/sim), instruction for instruction:
+ *
+ * - the stream is decoded whole first (unknown opcodes, memory types, ALU opcodes), then each
+ *   instruction is given its module and token queues (a LOAD of OUT, a flag the module has no
+ *   neighbour for), then the work is judged, then it runs;
+ * - each module runs its instructions in order, an instruction only when every queue it pops
+ *   holds a token; among the runnable ones the earliest in the stream goes first, so a
+ *   well-formed stream runs in program order; a stream that cannot go on is a deadlock report;
+ * - an instruction is checked whole (SRAM indices of every loop iteration, DRAM bounds, the
+ *   allowed ranges) before any of it runs, so a fault leaves the state of the instructions
+ *   before it.
+ *
+ * GEMM runs on int16 copies of INP and WGT kept beside the int8 SRAMs (refreshed by every
+ * LOAD): the weights are stored as [entry][BLOCK_IN/2][BLOCK_OUT][2] so that one input pair
+ * times one weight row pair is a multiply-add of adjacent int16s (x86 pmaddwd / vpdpwssd).
+ * Integer sums wrap modulo 2^32 like the hardware's accumulator.
+ */
+#include "vta_csim.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+enum { OP_LOAD = 0, OP_STORE = 1, OP_GEMM = 2, OP_FINISH = 3, OP_ALU = 4 };
+enum { MT_UOP = 0, MT_WGT = 1, MT_INP = 2, MT_ACC = 3, MT_OUT = 4, MT_ACC_8BIT = 5 };
+enum { ALU_MIN = 0, ALU_MAX = 1, ALU_ADD = 2, ALU_SHR = 3, ALU_MUL = 4 };
+enum { M_LOAD = 0, M_COMPUTE = 1, M_STORE = 2, M_ALU = 3 };
+enum { Q_L2G = 0, Q_G2L = 1, Q_G2S = 2, Q_S2G = 3, Q_G2A = 4, Q_A2S = 5 };
+
+static const char *const MODULE_NAMES[VTA_MODULES] = {"load", "compute", "store", "alu"};
+static const char *const FLAG_NAMES[4] = {"pop_prev", "pop_next", "push_prev", "push_next"};
+static const char *const MEM_NAMES[6] = {"UOP", "WGT", "INP", "ACC", "OUT", "ACC_8BIT"};
+
+/* Per module, the queue of each flag (pop_prev, pop_next, push_prev, push_next); -1: none. */
+static const int DEP_QUEUES[2][VTA_MODULES][4] = {
+    {{-1, Q_G2L, -1, Q_L2G}, {Q_L2G, Q_S2G, Q_G2L, Q_G2S}, {Q_G2S, -1, Q_S2G, -1},
+     {-1, -1, -1, -1}},
+    {{-1, Q_G2L, -1, Q_L2G}, {Q_L2G, Q_S2G, Q_G2L, Q_G2A}, {Q_A2S, -1, Q_S2G, -1},
+     {Q_G2A, -1, -1, Q_A2S}},
+};
+
+/* One decoded instruction. */
+typedef struct insn {
+  uint8_t opcode, module, mem_type, alu_op, reset, use_imm;
+  uint8_t n_pop, n_push;
+  int8_t pop[2], push[2];
+  uint32_t sram_base, dram_base, y_size, x_size, x_stride, y_pad_0, y_pad_1, x_pad_0, x_pad_1;
+  uint32_t uop_bgn, uop_end, iter_out, iter_in;
+  uint32_t dst_fo, dst_fi, src_fo, src_fi, wgt_fo, wgt_fi;
+  int32_t imm;
+} insn;
+
+struct vta_sim {
+  vta_config cfg;
+  uint8_t *dram;
+  uint64_t dram_bytes;
+  uint32_t *uop;          /* [uop_depth][3] */
+  int8_t *inp;            /* [inp_depth][batch][block_in] */
+  int8_t *wgt;            /* [wgt_depth][block_out][block_in] */
+  int32_t *acc;           /* [acc_depth][batch][block_out] */
+  int16_t *inp16;         /* inp widened */
+  int16_t *wgt16;         /* [wgt_depth][block_in/2][block_out][2] (block_in even), else as wgt */
+  insn *decoded;          /* scratch for the stream being run */
+  uint64_t decoded_cap;
+  uint32_t *order;        /* per module, the stream positions it runs */
+  uint64_t order_cap;
+  const vta_range *allowed;
+  size_t n_allowed;
+};
+
+/* ---- errors --------------------------------------------------------------------------------- */
+
+static int fail(vta_result *r, int status, int kind, int64_t index, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r->message, sizeof r->message, fmt, ap);
+  va_end(ap);
+  r->fault = kind;
+  r->error_index = index;
+  return status;
+}
+
+#define FAULT(...) fail(r, VTA_ERR_FAULT, VTA_FAULT_INSN, index, __VA_ARGS__)
+
+void vta_format_error(const vta_result *r, char *buf, size_t size) {
+  if (r->error_index >= 0 && (r->fault == VTA_FAULT_INSN || r->fault == VTA_FAULT_DECODE))
+    snprintf(buf, size, "instruction #%lld: %s", (long long)r->error_index, r->message);
+  else
+    snprintf(buf, size, "%s", r->message);
+}
+
+/* ---- configuration -------------------------------------------------------------------------- */
+
+static uint32_t log2_depth(uint64_t depth) {   /* bits to index `depth` entries (>= 1) */
+  uint32_t w = 0;
+  while (((uint64_t)1 << w) < depth) w++;
+  return w ? w : 1;
+}
+
+static uint32_t pack(vta_field *f, const int *ids, const uint32_t *widths, int n, uint32_t at) {
+  for (int i = 0; i < n; i++) {
+    f[ids[i]].lo = at;
+    f[ids[i]].width = widths[i];
+    at += widths[i];
+  }
+  return at;
+}
+
+int vta_config_derive(vta_config *cfg, int log_batch, int log_block_in, int log_block_out,
+                      int log_uop_buff, int log_inp_buff, int log_wgt_buff, int log_acc_buff,
+                      int alu_stage, char *err, size_t err_size) {
+  memset(cfg, 0, sizeof *cfg);
+  if (log_batch < 0 || log_batch > 8 || log_block_in < 0 || log_block_in > 8 ||
+      log_block_out < 0 || log_block_out > 8 || log_uop_buff < 2 || log_uop_buff > 40 ||
+      log_inp_buff > 40 || log_wgt_buff > 40 || log_acc_buff > 40) {
+    snprintf(err, err_size, "a LOG_* parameter is out of range");
+    return -1;
+  }
+  cfg->batch = 1u << log_batch;
+  cfg->block_in = 1u << log_block_in;
+  cfg->block_out = 1u << log_block_out;
+  cfg->alu_stage = alu_stage ? 1 : 0;
+  uint64_t inp_elem = (uint64_t)cfg->batch * cfg->block_in;
+  uint64_t wgt_elem = (uint64_t)cfg->block_out * cfg->block_in;
+  uint64_t acc_elem = (uint64_t)cfg->batch * cfg->block_out * 4;
+  uint64_t depths[4] = {((uint64_t)1 << log_uop_buff) / 4, ((uint64_t)1 << log_inp_buff) / inp_elem,
+                        ((uint64_t)1 << log_wgt_buff) / wgt_elem,
+                        ((uint64_t)1 << log_acc_buff) / acc_elem};
+  for (int i = 0; i < 4; i++)
+    if (depths[i] < 1 || depths[i] > 65536) {
+      snprintf(err, err_size, "a buffer holds %llu entries; 1..65536 fit the 16-bit sram_base",
+               (unsigned long long)depths[i]);
+      return -1;
+    }
+  cfg->uop_depth = (uint32_t)depths[0];
+  cfg->inp_depth = (uint32_t)depths[1];
+  cfg->wgt_depth = (uint32_t)depths[2];
+  cfg->acc_depth = (uint32_t)depths[3];
+  uint32_t uop_w = log2_depth(cfg->uop_depth), inp_w = log2_depth(cfg->inp_depth);
+  uint32_t wgt_w = log2_depth(cfg->wgt_depth), acc_w = log2_depth(cfg->acc_depth);
+  vta_field *f = cfg->field;
+  static const int common[] = {VTA_F_OPCODE, VTA_F_POP_PREV, VTA_F_POP_NEXT, VTA_F_PUSH_PREV,
+                               VTA_F_PUSH_NEXT};
+  static const uint32_t common_w[] = {3, 1, 1, 1, 1};
+  uint32_t next = pack(f, common, common_w, 5, 0);
+  static const int mem_lo[] = {VTA_F_MEM_TYPE, VTA_F_SRAM_BASE, VTA_F_DRAM_BASE};
+  static const uint32_t mem_lo_w[] = {3, 16, 32};
+  pack(f, mem_lo, mem_lo_w, 3, next);
+  static const int mem_hi[] = {VTA_F_Y_SIZE, VTA_F_X_SIZE, VTA_F_X_STRIDE, VTA_F_Y_PAD_0,
+                               VTA_F_Y_PAD_1, VTA_F_X_PAD_0, VTA_F_X_PAD_1};
+  static const uint32_t mem_hi_w[] = {16, 16, 16, 4, 4, 4, 4};
+  pack(f, mem_hi, mem_hi_w, 7, 64);
+  static const int cmp_lo[] = {VTA_F_RESET, VTA_F_UOP_BGN, VTA_F_UOP_END, VTA_F_ITER_OUT,
+                               VTA_F_ITER_IN};
+  uint32_t cmp_lo_w[] = {1, uop_w, uop_w + 1, 14, 14};
+  if (pack(f, cmp_lo, cmp_lo_w, 5, next) > 64) {
+    snprintf(err, err_size, "uop depth %u overflows the GEMM/ALU low word", cfg->uop_depth);
+    return -1;
+  }
+  static const int factors[] = {VTA_F_DST_FACTOR_OUT, VTA_F_DST_FACTOR_IN, VTA_F_SRC_FACTOR_OUT,
+                                VTA_F_SRC_FACTOR_IN};
+  uint32_t factors_w[] = {acc_w, acc_w, inp_w, inp_w};
+  uint32_t fac_end = pack(f, factors, factors_w, 4, 64);
+  static const int wgt_f[] = {VTA_F_WGT_FACTOR_OUT, VTA_F_WGT_FACTOR_IN};
+  uint32_t wgt_f_w[] = {wgt_w, wgt_w};
+  static const int alu_f[] = {VTA_F_ALU_OP, VTA_F_USE_IMM, VTA_F_IMM};
+  static const uint32_t alu_f_w[] = {3, 1, 16};
+  if (pack(f, wgt_f, wgt_f_w, 2, fac_end) > 128 || pack(f, alu_f, alu_f_w, 3, fac_end) > 128) {
+    snprintf(err, err_size, "the loop factors overflow the GEMM/ALU high word");
+    return -1;
+  }
+  static const int uop_f[] = {VTA_F_UOP_DST, VTA_F_UOP_SRC, VTA_F_UOP_WGT};
+  uint32_t uop_f_w[] = {acc_w, inp_w > acc_w ? inp_w : acc_w, wgt_w};
+  if (pack(f, uop_f, uop_f_w, 3, 0) > 32) {
+    snprintf(err, err_size, "a micro-op's indices need more than 32 bits");
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- creation ------------------------------------------------------------------------------- */
+
+static int pairs_ok(const vta_config *c) { return c->block_in % 2 == 0; }
+
+vta_sim *vta_sim_create(const vta_config *cfg, uint8_t *dram, uint64_t dram_bytes) {
+  vta_sim *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->cfg = *cfg;
+  const vta_config *c = &s->cfg;
+  s->dram = dram;
+  s->dram_bytes = dram_bytes;
+  uint64_t inp_n = (uint64_t)c->inp_depth * c->batch * c->block_in;
+  uint64_t wgt_n = (uint64_t)c->wgt_depth * c->block_out * c->block_in;
+  uint64_t acc_n = (uint64_t)c->acc_depth * c->batch * c->block_out;
+  s->uop = calloc((size_t)c->uop_depth * 3, sizeof *s->uop);
+  s->inp = calloc(inp_n, 1);
+  s->wgt = calloc(wgt_n, 1);
+  s->acc = calloc(acc_n, sizeof *s->acc);
+  s->inp16 = calloc(inp_n, sizeof *s->inp16);
+  s->wgt16 = calloc(wgt_n, sizeof *s->wgt16);
+  if (!s->uop || !s->inp || !s->wgt || !s->acc || !s->inp16 || !s->wgt16) {
+    vta_sim_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void vta_sim_free(vta_sim *s) {
+  if (!s) return;
+  free(s->uop);
+  free(s->inp);
+  free(s->wgt);
+  free(s->acc);
+  free(s->inp16);
+  free(s->wgt16);
+  free(s->decoded);
+  free(s->order);
+  free(s);
+}
+
+void vta_sim_set_dram(vta_sim *s, uint8_t *dram, uint64_t dram_bytes) {
+  s->dram = dram;
+  s->dram_bytes = dram_bytes;
+}
+
+void *vta_sim_sram(vta_sim *s, int which, uint64_t *nbytes) {
+  const vta_config *c = &s->cfg;
+  switch (which) {
+    case VTA_SRAM_UOP: *nbytes = (uint64_t)c->uop_depth * 3 * 4; return s->uop;
+    case VTA_SRAM_INP: *nbytes = (uint64_t)c->inp_depth * c->batch * c->block_in; return s->inp;
+    case VTA_SRAM_WGT: *nbytes = (uint64_t)c->wgt_depth * c->block_out * c->block_in; return s->wgt;
+    case VTA_SRAM_ACC: *nbytes = (uint64_t)c->acc_depth * c->batch * c->block_out * 4; return s->acc;
+    default: *nbytes = 0; return NULL;
+  }
+}
+
+int vta_csim_abi(void) { return VTA_CSIM_ABI; }
+size_t vta_sizeof_result(void) { return sizeof(vta_result); }
+size_t vta_sizeof_config(void) { return sizeof(vta_config); }
+
+/* ---- decoding ------------------------------------------------------------------------------- */
+
+static inline uint32_t get(const vta_config *c, uint64_t lo, uint64_t hi, int id) {
+  vta_field f = c->field[id];
+  uint64_t w = f.lo >= 64 ? hi >> (f.lo - 64) : lo >> f.lo;
+  return (uint32_t)(w & ((f.width >= 64 ? ~0ull : (1ull << f.width) - 1)));
+}
+
+static inline uint64_t load_le64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+static uint64_t dram_elem_bytes(const vta_config *c, int mem_type) {
+  switch (mem_type) {
+    case MT_UOP: return 4;
+    case MT_INP: return (uint64_t)c->batch * c->block_in;
+    case MT_WGT: return (uint64_t)c->block_out * c->block_in;
+    case MT_ACC: return (uint64_t)c->batch * c->block_out * 4;
+    default: return (uint64_t)c->batch * c->block_out;   /* OUT, ACC_8BIT: one byte per lane */
+  }
+}
+
+/* Decode word `index`; 0 or a fault. */
+static int decode(const vta_config *c, const uint8_t *p, int64_t index, insn *d, vta_result *r) {
+  uint64_t lo = load_le64(p), hi = load_le64(p + 8);
+  memset(d, 0, sizeof *d);
+  d->opcode = (uint8_t)get(c, lo, hi, VTA_F_OPCODE);
+  uint32_t flags[4] = {get(c, lo, hi, VTA_F_POP_PREV), get(c, lo, hi, VTA_F_POP_NEXT),
+                       get(c, lo, hi, VTA_F_PUSH_PREV), get(c, lo, hi, VTA_F_PUSH_NEXT)};
+  d->pop[0] = (int8_t)flags[0];   /* the raw flags until the module is known */
+  d->pop[1] = (int8_t)flags[1];
+  d->push[0] = (int8_t)flags[2];
+  d->push[1] = (int8_t)flags[3];
+  switch (d->opcode) {
+    case OP_FINISH: return 0;
+    case OP_LOAD:
+    case OP_STORE:
+      d->mem_type = (uint8_t)get(c, lo, hi, VTA_F_MEM_TYPE);
+      if (d->mem_type > MT_ACC_8BIT)
+        return fail(r, VTA_ERR_FAULT, VTA_FAULT_DECODE, index,
+                    "%s with unknown memory type %u; known: UOP=0, WGT=1, INP=2, ACC=3, OUT=4, "
+                    "ACC_8BIT=5", d->opcode == OP_LOAD ? "LOAD" : "STORE", d->mem_type);
+      d->sram_base = get(c, lo, hi, VTA_F_SRAM_BASE);
+      d->dram_base = get(c, lo, hi, VTA_F_DRAM_BASE);
+      d->y_size = get(c, lo, hi, VTA_F_Y_SIZE);
+      d->x_size = get(c, lo, hi, VTA_F_X_SIZE);
+      d->x_stride = get(c, lo, hi, VTA_F_X_STRIDE);
+      d->y_pad_0 = get(c, lo, hi, VTA_F_Y_PAD_0);
+      d->y_pad_1 = get(c, lo, hi, VTA_F_Y_PAD_1);
+      d->x_pad_0 = get(c, lo, hi, VTA_F_X_PAD_0);
+      d->x_pad_1 = get(c, lo, hi, VTA_F_X_PAD_1);
+      return 0;
+    case OP_GEMM:
+    case OP_ALU:
+      d->reset = (uint8_t)get(c, lo, hi, VTA_F_RESET);
+      d->uop_bgn = get(c, lo, hi, VTA_F_UOP_BGN);
+      d->uop_end = get(c, lo, hi, VTA_F_UOP_END);
+      d->iter_out = get(c, lo, hi, VTA_F_ITER_OUT);
+      d->iter_in = get(c, lo, hi, VTA_F_ITER_IN);
+      d->dst_fo = get(c, lo, hi, VTA_F_DST_FACTOR_OUT);
+      d->dst_fi = get(c, lo, hi, VTA_F_DST_FACTOR_IN);
+      d->src_fo = get(c, lo, hi, VTA_F_SRC_FACTOR_OUT);
+      d->src_fi = get(c, lo, hi, VTA_F_SRC_FACTOR_IN);
+      if (d->opcode == OP_GEMM) {
+        d->wgt_fo = get(c, lo, hi, VTA_F_WGT_FACTOR_OUT);
+        d->wgt_fi = get(c, lo, hi, VTA_F_WGT_FACTOR_IN);
+        return 0;
+      }
+      d->alu_op = (uint8_t)get(c, lo, hi, VTA_F_ALU_OP);
+      if (d->alu_op > ALU_MUL)
+        return fail(r, VTA_ERR_FAULT, VTA_FAULT_DECODE, index,
+                    "ALU with unknown alu_opcode %u; known: MIN=0, MAX=1, ADD=2, SHR=3, MUL=4",
+                    d->alu_op);
+      d->use_imm = (uint8_t)get(c, lo, hi, VTA_F_USE_IMM);
+      d->imm = (int32_t)(int16_t)(uint16_t)get(c, lo, hi, VTA_F_IMM);
+      return 0;
+    default:
+      return fail(r, VTA_ERR_FAULT, VTA_FAULT_DECODE, index,
+                  "unknown opcode %u (word 0x%016llx%016llx); known: LOAD=0, STORE=1, GEMM=2, "
+                  "FINISH=3, ALU=4", d->opcode, (unsigned long long)hi, (unsigned long long)lo);
+  }
+}
+
+static const char *insn_name(const insn *d) {
+  switch (d->opcode) {
+    case OP_LOAD: return "LOAD";
+    case OP_STORE: return "STORE";
+    case OP_GEMM: return "GEMM";
+    case OP_ALU: return "ALU";
+    default: return "FINISH";
+  }
+}
+
+/* The module that runs `d`, and its token queues; 0 or a fault. */
+static int assign_module(const vta_config *c, insn *d, int64_t index, vta_result *r) {
+  int m;
+  if (d->opcode == OP_STORE) m = M_STORE;
+  else if (d->opcode == OP_LOAD) {
+    if (d->mem_type == MT_INP || d->mem_type == MT_WGT) m = M_LOAD;
+    else if (d->mem_type == MT_OUT)
+      return FAULT("LOAD cannot target memory type OUT");
+    else m = M_COMPUTE;
+  } else if (d->opcode == OP_ALU && c->alu_stage) m = M_ALU;
+  else m = M_COMPUTE;
+  d->module = (uint8_t)m;
+  int flags[4] = {d->pop[0], d->pop[1], d->push[0], d->push[1]};
+  d->n_pop = d->n_push = 0;
+  for (int k = 0; k < 4; k++) {
+    if (!flags[k]) continue;
+    int q = DEP_QUEUES[c->alu_stage ? 1 : 0][m][k];
+    if (q < 0)
+      return FAULT("%s is set but the %s module has no %s stage", FLAG_NAMES[k], MODULE_NAMES[m],
+                   (k == 0 || k == 2) ? "previous" : "next");
+    if (k < 2) d->pop[d->n_pop++] = (int8_t)q;
+    else d->push[d->n_push++] = (int8_t)q;
+  }
+  return 0;
+}
+
+static double insn_work(const vta_config *c, const insn *d) {
+  if (d->opcode != OP_GEMM && d->opcode != OP_ALU) return 0;
+  double n = (double)d->iter_out * d->iter_in *
+             (d->uop_end > d->uop_bgn ? d->uop_end - d->uop_bgn : 0) * c->batch * c->block_out;
+  return d->opcode == OP_GEMM ? n * c->block_in : n;
+}
+
+/* ---- DRAM checks ---------------------------------------------------------------------------- */
+
+static int check_dram(vta_sim *s, uint64_t base, uint64_t rows, uint64_t row_bytes,
+                      uint64_t stride_bytes, const char *what, int64_t index, vta_result *r) {
+  uint64_t end = base + (rows - 1) * stride_bytes + row_bytes;
+  if (end > s->dram_bytes)
+    return FAULT("DRAM address outside memory: %s touches bytes [0x%llx, 0x%llx) but DRAM has "
+                 "%llu bytes (0x%llx)", what, (unsigned long long)base, (unsigned long long)end,
+                 (unsigned long long)s->dram_bytes, (unsigned long long)s->dram_bytes);
+  if (s->allowed) {
+    for (size_t i = 0; i < s->n_allowed; i++)
+      if (s->allowed[i].start <= base && end <= s->allowed[i].end) return 0;
+    char given[256] = "none";
+    size_t at = 0;
+    for (size_t i = 0; i < s->n_allowed && at < sizeof given - 48; i++)
+      at += (size_t)snprintf(given + at, sizeof given - at, "%s[0x%llx, 0x%llx)", i ? ", " : "",
+                             (unsigned long long)s->allowed[i].start,
+                             (unsigned long long)s->allowed[i].end);
+    return FAULT("memory confinement: %s: bytes [0x%llx, 0x%llx) are outside the memory this "
+                 "task was given (its allocations: %s)", what, (unsigned long long)base,
+                 (unsigned long long)end, given);
+  }
+  return 0;
+}
+
+/* ---- LOAD / STORE --------------------------------------------------------------------------- */
+
+static void wgt_refresh(vta_sim *s, uint64_t entry) {
+  const vta_config *c = &s->cfg;
+  uint32_t bi = c->block_in, bo = c->block_out;
+  const int8_t *w = s->wgt + entry * bo * bi;
+  int16_t *w16 = s->wgt16 + entry * bo * bi;
+  if (!pairs_ok(c)) {
+    for (uint32_t k = 0; k < bo * bi; k++) w16[k] = w[k];
+    return;
+  }
+  for (uint32_t o = 0; o < bo; o++)
+    for (uint32_t i = 0; i < bi; i++) w16[((i >> 1) * bo + o) * 2 + (i & 1)] = w[o * bi + i];
+}
+
+static void inp_refresh(vta_sim *s, uint64_t entry) {
+  uint64_t n = (uint64_t)s->cfg.batch * s->cfg.block_in;
+  for (uint64_t k = 0; k < n; k++) s->inp16[entry * n + k] = s->inp[entry * n + k];
+}
+
+static void zero_entry(vta_sim *s, int mem_type, uint64_t e) {
+  const vta_config *c = &s->cfg;
+  switch (mem_type) {
+    case MT_UOP: memset(s->uop + e * 3, 0, 12); break;
+    case MT_INP: {
+      uint64_t n = (uint64_t)c->batch * c->block_in;
+      memset(s->inp + e * n, 0, n);
+      memset(s->inp16 + e * n, 0, n * 2);
+      break;
+    }
+    case MT_WGT: {
+      uint64_t n = (uint64_t)c->block_out * c->block_in;
+      memset(s->wgt + e * n, 0, n);
+      memset(s->wgt16 + e * n, 0, n * 2);
+      break;
+    }
+    default: memset(s->acc + e * c->batch * c->block_out, 0, (size_t)c->batch * c->block_out * 4);
+  }
+}
+
+static void fill_entry(vta_sim *s, int mem_type, uint64_t e, const uint8_t *src) {
+  const vta_config *c = &s->cfg;
+  switch (mem_type) {
+    case MT_UOP: {
+      uint32_t w = (uint32_t)src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16 |
+                   (uint32_t)src[3] << 24;
+      static const int ids[3] = {VTA_F_UOP_DST, VTA_F_UOP_SRC, VTA_F_UOP_WGT};
+      for (int k = 0; k < 3; k++) {
+        vta_field f = c->field[ids[k]];
+        s->uop[e * 3 + k] = (w >> f.lo) & (uint32_t)((1ull << f.width) - 1);
+      }
+      break;
+    }
+    case MT_INP: {
+      uint64_t n = (uint64_t)c->batch * c->block_in;
+      memcpy(s->inp + e * n, src, n);
+      inp_refresh(s, e);
+      break;
+    }
+    case MT_WGT: {
+      uint64_t n = (uint64_t)c->block_out * c->block_in;
+      memcpy(s->wgt + e * n, src, n);
+      wgt_refresh(s, e);
+      break;
+    }
+    case MT_ACC: {
+      uint64_t n = (uint64_t)c->batch * c->block_out;
+      int32_t *a = s->acc + e * n;
+      for (uint64_t k = 0; k < n; k++)
+        a[k] = (int32_t)((uint32_t)src[4 * k] | (uint32_t)src[4 * k + 1] << 8 |
+                         (uint32_t)src[4 * k + 2] << 16 | (uint32_t)src[4 * k + 3] << 24);
+      break;
+    }
+    default: {   /* ACC_8BIT: int8 sign-extended into the accumulator lanes */
+      uint64_t n = (uint64_t)c->batch * c->block_out;
+      int32_t *a = s->acc + e * n;
+      for (uint64_t k = 0; k < n; k++) a[k] = (int8_t)src[k];
+    }
+  }
+}
+
+static int run_load(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
+  const vta_config *c = &s->cfg;
+  uint64_t depth;
+  const char *name;
+  switch (d->mem_type) {
+    case MT_UOP: depth = c->uop_depth; name = "uop"; break;
+    case MT_INP: depth = c->inp_depth; name = "inp"; break;
+    case MT_WGT: depth = c->wgt_depth; name = "wgt"; break;
+    default: depth = c->acc_depth; name = "acc";
+  }
+  uint64_t rows = (uint64_t)d->y_pad_0 + d->y_size + d->y_pad_1;
+  uint64_t width = (uint64_t)d->x_pad_0 + d->x_size + d->x_pad_1;
+  uint64_t total = rows * width;
+  if (d->sram_base + total > depth)
+    return FAULT("%s SRAM index out of range: the load writes entries [%u, %llu) (%llu rows x "
+                 "%llu incl. padding) but the %s buffer has depth %llu", name, d->sram_base,
+                 (unsigned long long)(d->sram_base + total), (unsigned long long)rows,
+                 (unsigned long long)width, name, (unsigned long long)depth);
+  uint64_t eb = dram_elem_bytes(c, d->mem_type);
+  uint64_t base = (uint64_t)d->dram_base * eb;
+  if (d->y_size) {
+    char what[160];
+    snprintf(what, sizeof what, "LOAD %s of %u rows x %u elements (%llu B each, stride %u) from "
+             "element %u", MEM_NAMES[d->mem_type], d->y_size, d->x_size, (unsigned long long)eb,
+             d->x_stride, d->dram_base);
+    int st = check_dram(s, base, d->y_size, d->x_size * eb, (uint64_t)d->x_stride * eb, what,
+                        index, r);
+    if (st) return st;
+  }
+  for (uint64_t y = 0; y < rows; y++) {
+    int pad_row = y < d->y_pad_0 || y >= d->y_pad_0 + d->y_size;
+    const uint8_t *src = pad_row ? NULL
+                         : s->dram + base + (y - d->y_pad_0) * (uint64_t)d->x_stride * eb;
+    for (uint64_t x = 0; x < width; x++) {
+      uint64_t e = d->sram_base + y * width + x;
+      if (pad_row || x < d->x_pad_0 || x >= d->x_pad_0 + d->x_size) zero_entry(s, d->mem_type, e);
+      else fill_entry(s, d->mem_type, e, src + (x - d->x_pad_0) * eb);
+    }
+  }
+  return 0;
+}
+
+static int run_store(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
+  const vta_config *c = &s->cfg;
+  if (d->mem_type != MT_OUT)
+    return FAULT("STORE supports only the OUT buffer, not %s", MEM_NAMES[d->mem_type]);
+  if (d->y_pad_0 || d->y_pad_1 || d->x_pad_0 || d->x_pad_1)
+    return FAULT("STORE does not support padding (pads must be 0)");
+  uint64_t n = (uint64_t)d->y_size * d->x_size;
+  if (d->sram_base + n > c->acc_depth)
+    return FAULT("out SRAM index out of range: the store reads entries [%u, %llu) but the out "
+                 "buffer has depth %u", d->sram_base, (unsigned long long)(d->sram_base + n),
+                 c->acc_depth);
+  if (n == 0) return 0;
+  uint64_t eb = dram_elem_bytes(c, MT_OUT), base = (uint64_t)d->dram_base * eb;
+  char what[160];
+  snprintf(what, sizeof what, "STORE OUT of %u rows x %u elements (%llu B each, stride %u) to "
+           "element %u", d->y_size, d->x_size, (unsigned long long)eb, d->x_stride, d->dram_base);
+  int st = check_dram(s, base, d->y_size, d->x_size * eb, (uint64_t)d->x_stride * eb, what, index,
+                      r);
+  if (st) return st;
+  /* Row by row, in order: when rows overlap in DRAM, later rows win. The int8 narrowing keeps
+   * the low 8 bits of each lane. */
+  for (uint64_t y = 0; y < d->y_size; y++) {
+    uint8_t *dst = s->dram + base + y * (uint64_t)d->x_stride * eb;
+    const int32_t *a = s->acc + (d->sram_base + y * d->x_size) * eb;
+    for (uint64_t k = 0; k < d->x_size * eb; k++) dst[k] = (uint8_t)a[k];
+  }
+  return 0;
+}
+
+/* ---- GEMM / ALU ----------------------------------------------------------------------------- */
+
+static int check_uop_range(const vta_sim *s, const insn *d, int64_t index, vta_result *r) {
+  if (d->uop_bgn > d->uop_end)
+    return FAULT("uop_bgn %u > uop_end %u", d->uop_bgn, d->uop_end);
+  if (d->uop_end > s->cfg.uop_depth)
+    return FAULT("uop SRAM index out of range: micro-ops [%u, %u) but the uop buffer has depth %u",
+                 d->uop_bgn, d->uop_end, s->cfg.uop_depth);
+  return 0;
+}
+
+/* Every (y, x, u) index of micro-op column `col` with the given factors must be < depth; the
+ * factors and indices are unsigned, so the largest is checked first and the first offending
+ * iteration is searched only on a fault. */
+static int check_column(const vta_sim *s, const insn *d, int col, uint32_t fo, uint32_t fi,
+                        uint64_t depth, const char *name, const char *field, int64_t index,
+                        vta_result *r) {
+  const uint32_t *u = s->uop;
+  uint64_t top = 0;
+  for (uint32_t k = d->uop_bgn; k < d->uop_end; k++)
+    if (u[k * 3 + col] > top) top = u[k * 3 + col];
+  top += (uint64_t)(d->iter_out - 1) * fo + (uint64_t)(d->iter_in - 1) * fi;
+  if (top < depth) return 0;
+  uint64_t bad = 0, first_y = 0, first_x = 0, first_u = 0, first_v = 0, total = 0;
+  for (uint64_t y = 0; y < d->iter_out; y++)
+    for (uint64_t x = 0; x < d->iter_in; x++)
+      for (uint32_t k = d->uop_bgn; k < d->uop_end; k++) {
+        uint64_t v = u[k * 3 + col] + y * fo + x * fi;
+        total++;
+        if (v >= depth && !bad++) {
+          first_y = y, first_x = x, first_u = k, first_v = v;
+        }
+      }
+  return FAULT("%s SRAM index out of range: index %llu >= depth %llu (or negative) at y=%llu, "
+               "x=%llu, uop %llu (%s_idx=%u); %llu of %llu iterations are out of range", name,
+               (unsigned long long)first_v, (unsigned long long)depth,
+               (unsigned long long)first_y, (unsigned long long)first_x,
+               (unsigned long long)first_u, field, u[first_u * 3 + col], (unsigned long long)bad,
+               (unsigned long long)total);
+}
+
+/* acc[b][0..BO) += inp[b][0..BI) . wgt[o][0..BI) for one micro-op iteration. */
+static inline void gemm_block(vta_sim *s, uint64_t dst, uint64_t src, uint64_t w) {
+  const vta_config *c = &s->cfg;
+  const uint32_t bi = c->block_in, bo = c->block_out;
+  const int16_t *wt = s->wgt16 + w * bo * bi;
+  for (uint32_t b = 0; b < c->batch; b++) {
+    int32_t *a = s->acc + (dst * c->batch + b) * bo;
+    const int16_t *x = s->inp16 + (src * c->batch + b) * bi;
+    uint32_t o = 0;
+    if (pairs_ok(c)) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+      for (; o + 16 <= bo; o += 16) {
+        __m512i sum = _mm512_loadu_si512((const void *)(a + o));
+        for (uint32_t k = 0; k < bi / 2; k++) {
+          int32_t pair;
+          memcpy(&pair, x + 2 * k, 4);
+          sum = _mm512_dpwssd_epi32(sum, _mm512_set1_epi32(pair),
+                                    _mm512_loadu_si512((const void *)(wt + (k * bo + o) * 2)));
+        }
+        _mm512_storeu_si512((void *)(a + o), sum);
+      }
+#endif
+#if defined(__AVX2__)
+      for (; o + 8 <= bo; o += 8) {
+        __m256i sum = _mm256_loadu_si256((const __m256i *)(a + o));
+        for (uint32_t k = 0; k < bi / 2; k++) {
+          int32_t pair;
+          memcpy(&pair, x + 2 * k, 4);
+          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(
+              _mm256_set1_epi32(pair), _mm256_loadu_si256((const __m256i *)(wt + (k * bo + o) * 2))));
+        }
+        _mm256_storeu_si256((__m256i *)(a + o), sum);
+      }
+#endif
+      for (; o < bo; o++) {
+        uint32_t sum = (uint32_t)a[o];
+        for (uint32_t k = 0; k < bi / 2; k++)
+          sum += (uint32_t)(x[2 * k] * wt[(k * bo + o) * 2] + x[2 * k + 1] * wt[(k * bo + o) * 2 + 1]);
+        a[o] = (int32_t)sum;
+      }
+    } else {
+      for (; o < bo; o++) {
+        uint32_t sum = (uint32_t)a[o];
+        for (uint32_t i = 0; i < bi; i++) sum += (uint32_t)(x[i] * wt[o * bi + i]);
+        a[o] = (int32_t)sum;
+      }
+    }
+  }
+}
+
+static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
+  const vta_config *c = &s->cfg;
+  int st = check_uop_range(s, d, index, r);
+  if (st || d->iter_out == 0 || d->iter_in == 0 || d->uop_bgn == d->uop_end) return st;
+  if ((st = check_column(s, d, 0, d->dst_fo, d->dst_fi, c->acc_depth, "acc", "dst", index, r)))
+    return st;
+  if (!d->reset &&
+      ((st = check_column(s, d, 1, d->src_fo, d->src_fi, c->inp_depth, "inp", "src", index, r)) ||
+       (st = check_column(s, d, 2, d->wgt_fo, d->wgt_fi, c->wgt_depth, "wgt", "wgt", index, r))))
+    return st;
+  const uint32_t *u = s->uop;
+  uint64_t lanes = (uint64_t)c->batch * c->block_out;
+  for (uint64_t y = 0; y < d->iter_out; y++)
+    for (uint64_t x = 0; x < d->iter_in; x++) {
+      uint64_t dy = y * d->dst_fo + x * d->dst_fi;
+      if (d->reset) {
+        for (uint32_t k = d->uop_bgn; k < d->uop_end; k++)
+          memset(s->acc + (u[k * 3] + dy) * lanes, 0, lanes * 4);
+        continue;
+      }
+      uint64_t sy = y * d->src_fo + x * d->src_fi, wy = y * d->wgt_fo + x * d->wgt_fi;
+      for (uint32_t k = d->uop_bgn; k < d->uop_end; k++)
+        gemm_block(s, u[k * 3] + dy, u[k * 3 + 1] + sy, u[k * 3 + 2] + wy);
+    }
+  return 0;
+}
+
+static inline int32_t alu_apply(int op, int32_t a, int32_t b) {
+  switch (op) {
+    case ALU_MIN: return a < b ? a : b;
+    case ALU_MAX: return a > b ? a : b;
+    case ALU_ADD: return (int32_t)((uint32_t)a + (uint32_t)b);
+    case ALU_MUL: return (int32_t)((uint32_t)a * (uint32_t)b);
+    default:   /* SHR: b >= 0 shifts right (arithmetic), b < 0 left by -b; low 5 bits */
+      if (b >= 0) return a >> (b & 31);
+      return (int32_t)((uint32_t)a << ((-(int64_t)b) & 31));
+  }
+}
+
+static int run_alu(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
+  const vta_config *c = &s->cfg;
+  if (d->uop_end == d->uop_bgn) return 0;   /* a token carrier: no micro-ops, no work */
+  if (d->reset) return FAULT("ALU with reset_reg=1 is not defined by the spec (only GEMM resets)");
+  int st = check_uop_range(s, d, index, r);
+  if (st || d->iter_out == 0 || d->iter_in == 0) return st;
+  if ((st = check_column(s, d, 0, d->dst_fo, d->dst_fi, c->acc_depth, "acc", "dst", index, r)))
+    return st;
+  if (!d->use_imm &&
+      (st = check_column(s, d, 1, d->src_fo, d->src_fi, c->acc_depth, "acc", "src", index, r)))
+    return st;
+  const uint32_t *u = s->uop;
+  uint64_t lanes = (uint64_t)c->batch * c->block_out;
+  /* In loop order, one micro-op iteration at a time: a destination written twice or read after
+   * a write sees the earlier result, as on the hardware. */
+  for (uint64_t y = 0; y < d->iter_out; y++)
+    for (uint64_t x = 0; x < d->iter_in; x++) {
+      uint64_t dy = y * d->dst_fo + x * d->dst_fi, sy = y * d->src_fo + x * d->src_fi;
+      for (uint32_t k = d->uop_bgn; k < d->uop_end; k++) {
+        int32_t *a = s->acc + (u[k * 3] + dy) * lanes;
+        if (d->use_imm) {
+          for (uint64_t l = 0; l < lanes; l++) a[l] = alu_apply(d->alu_op, a[l], d->imm);
+        } else {
+          const int32_t *b = s->acc + (u[k * 3 + 1] + sy) * lanes;
+          for (uint64_t l = 0; l < lanes; l++) a[l] = alu_apply(d->alu_op, a[l], b[l]);
+        }
+      }
+    }
+  return 0;
+}
+
+static void count(const vta_config *c, const insn *d, vta_counters *k) {
+  int64_t n = (int64_t)d->y_size * d->x_size;
+  switch (d->opcode) {
+    case OP_STORE: k->out_store_nbytes += n * (int64_t)dram_elem_bytes(c, MT_OUT); break;
+    case OP_LOAD:
+      switch (d->mem_type) {
+        case MT_INP: k->inp_load_nbytes += n * (int64_t)dram_elem_bytes(c, MT_INP); break;
+        case MT_WGT: k->wgt_load_nbytes += n * (int64_t)dram_elem_bytes(c, MT_WGT); break;
+        case MT_UOP: k->uop_load_nbytes += n * 4; break;
+        /* ACC and ACC_8BIT: the accumulator element, as the published profiler counts it */
+        default: k->acc_load_nbytes += n * (int64_t)dram_elem_bytes(c, MT_ACC);
+      }
+      break;
+    case OP_GEMM:
+      if (!d->reset) k->gemm_counter += (int64_t)d->iter_out * d->iter_in * (d->uop_end - d->uop_bgn);
+      break;
+    case OP_ALU: k->alu_counter += (int64_t)d->iter_out * d->iter_in * (d->uop_end - d->uop_bgn); break;
+    default: break;
+  }
+}
+
+static int execute(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
+  switch (d->opcode) {
+    case OP_LOAD: return d->x_size ? run_load(s, d, index, r) : 0;    /* x_size 0: a token */
+    case OP_STORE: return d->x_size ? run_store(s, d, index, r) : 0;  /* carrier, nothing moves */
+    case OP_GEMM: return run_gemm(s, d, index, r);
+    case OP_ALU: return run_alu(s, d, index, r);
+    default: return 0;
+  }
+}
+
+/* ---- the machine ---------------------------------------------------------------------------- */
+
+static int grow(void **buf, uint64_t *cap, uint64_t need, size_t elem) {
+  if (need <= *cap) return 0;
+  void *p = realloc(*buf, need * elem);
+  if (!p) return -1;
+  *buf = p;
+  *cap = need;
+  return 0;
+}
+
+int vta_sim_run(vta_sim *s, const uint8_t *insns, uint64_t count_, const vta_range *allowed,
+                size_t n_allowed, double max_work, vta_result *r) {
+  memset(r, 0, sizeof *r);
+  r->finish_index = -1;
+  r->error_index = -1;
+  for (int m = 0; m < VTA_MODULES; m++) r->blocked[m] = -1;
+  if (!s || !r || (!insns && count_))
+    return fail(r, VTA_ERR_ARG, VTA_FAULT_NONE, -1, "NULL simulator or stream");
+  const vta_config *c = &s->cfg;
+  if (grow((void **)&s->decoded, &s->decoded_cap, count_ ? count_ : 1, sizeof(insn)) ||
+      grow((void **)&s->order, &s->order_cap, count_ ? count_ : 1, sizeof(uint32_t)))
+    return fail(r, VTA_ERR_ARG, VTA_FAULT_NONE, -1, "out of host memory for %llu instructions",
+                (unsigned long long)count_);
+  if (count_ > 0xffffffffull)
+    return fail(r, VTA_ERR_ARG, VTA_FAULT_NONE, -1, "too many instructions");
+  insn *ds = s->decoded;
+  int st;
+  for (uint64_t i = 0; i < count_; i++)
+    if ((st = decode(c, insns + 16 * i, (int64_t)i, &ds[i], r))) return st;
+  /* each module's instructions in stream order, as runs in one array */
+  uint64_t n_of[VTA_MODULES] = {0}, start[VTA_MODULES], head[VTA_MODULES];
+  double work = 0;
+  for (uint64_t i = 0; i < count_; i++) {
+    if ((st = assign_module(c, &ds[i], (int64_t)i, r))) return st;
+    n_of[ds[i].module]++;
+    work += insn_work(c, &ds[i]);
+  }
+  r->work = work;
+  if (max_work > 0 && work > max_work)
+    return fail(r, VTA_ERR_WORK, VTA_FAULT_NONE, -1,
+                "the stream would perform about %.3g operations, over the %.3g work limit", work,
+                max_work);
+  int nm = c->alu_stage ? 4 : 3;
+  for (int m = 0, at = 0; m < VTA_MODULES; m++) {
+    start[m] = head[m] = (uint64_t)at;
+    at += (int)n_of[m];
+  }
+  uint64_t fill[VTA_MODULES];
+  memcpy(fill, start, sizeof fill);
+  for (uint64_t i = 0; i < count_; i++) s->order[fill[ds[i].module]++] = (uint32_t)i;
+  s->allowed = allowed;
+  s->n_allowed = n_allowed;
+
+  int64_t *tokens = r->tokens;
+  for (;;) {
+    int64_t best = -1;
+    int best_m = -1;
+    for (int m = 0; m < nm; m++) {
+      if (head[m] >= start[m] + n_of[m]) continue;
+      int64_t i = s->order[head[m]];
+      if (best >= 0 && i >= best) continue;
+      const insn *d = &ds[i];
+      int ready = 1;
+      for (int k = 0; k < d->n_pop; k++) ready &= tokens[d->pop[k]] > 0;
+      if (ready) best = i, best_m = m;
+    }
+    if (best < 0) break;
+    const insn *d = &ds[best];
+    for (int k = 0; k < d->n_pop; k++) tokens[d->pop[k]]--;
+    if ((st = execute(s, d, best, r))) {
+      s->allowed = NULL;
+      return st;
+    }
+    count(c, d, &r->counters);
+    for (int k = 0; k < d->n_push; k++) tokens[d->push[k]]++;
+    head[best_m]++;
+    r->instructions++;
+    if (best_m == M_LOAD) r->counters.load_insns++;
+    else if (best_m == M_STORE) r->counters.store_insns++;
+    else r->counters.compute_insns++;   /* compute and alu */
+    if (d->opcode == OP_FINISH) {
+      r->finish_index = best;
+      break;
+    }
+  }
+  s->allowed = NULL;
+  int pending = 0;
+  for (int m = 0; m < nm; m++)
+    if (head[m] < start[m] + n_of[m]) {
+      int64_t i = s->order[head[m]];
+      r->blocked[m] = i;
+      pending++;
+      for (int k = 0; k < ds[i].n_pop; k++)
+        if (tokens[ds[i].pop[k]] == 0) r->waits[m] |= 1u << ds[i].pop[k];
+    }
+  if (r->finish_index < 0) {
+    if (!pending)
+      return fail(r, VTA_ERR_FAULT, VTA_FAULT_NO_FINISH, count_ ? (int64_t)count_ - 1 : -1,
+                  "missing FINISH: the stream of %llu instruction(s) ran to its end without a "
+                  "FINISH", (unsigned long long)count_);
+    char lines[700] = "";
+    size_t at = 0;
+    for (int m = 0; m < nm && at < sizeof lines - 80; m++)
+      if (r->blocked[m] >= 0)
+        at += (size_t)snprintf(lines + at, sizeof lines - at, "%s%s module blocked at instruction "
+                               "#%lld (%s)", at ? "; " : "", MODULE_NAMES[m],
+                               (long long)r->blocked[m], insn_name(&ds[r->blocked[m]]));
+    int64_t first = -1;
+    for (int m = 0; m < nm && first < 0; m++) first = r->blocked[m];
+    return fail(r, VTA_ERR_DEADLOCK, VTA_FAULT_DEADLOCK, first,
+                "token deadlock after %lld instruction(s): %s", (long long)r->instructions, lines);
+  }
+  if (pending)
+    return fail(r, VTA_ERR_FAULT, VTA_FAULT_EARLY_FINISH, r->finish_index,
+                "FINISH (instruction #%lld) ended the stream while instructions had not run; "
+                "FINISH must come after them in the stream and wait for them through tokens",
+                (long long)r->finish_index);
+  return VTA_OK;
+}
