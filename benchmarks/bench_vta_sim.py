@@ -1,6 +1,20 @@
-"""Throughput of the VTA behavioural simulator, in simulated MACs per second.
+"""The VTA simulators' speed: the C simulator against the Python one on whole networks, and the
+Python simulator's throughput in simulated MACs per second.
 
-    python benchmarks/bench_vta_sim.py [--configs pynq,1x32,2x16] [--quick]
+    python benchmarks/bench_vta_sim.py [--json FILE] [--runs 3] [--config pynq] [--networks ...]
+    python benchmarks/bench_vta_sim.py --throughput [--configs pynq,1x32,2x16] [--quick]
+
+Networks (the default mode): ResNet-18, ResNet-50 and MobileNet v1 at 224 compiled for vta; for
+each simulator (Python: targets/vta/sim; C: targets/vta/csim) a fresh device runs one inference
+("first": every stream decoded, checked and planned from scratch, no recorded replay) and then a
+second ("replay": the Python simulator replays its recorded steps; the C simulator simply runs
+again). Times are the device's time for the vta tasks of one inference (TaskRecord.seconds:
+the simulator alone; host packing and CPU regions excluded), median over --runs fresh devices.
+The outputs of the two simulators are checked equal. Goals: C first run >= 5x faster than
+Python's first run, and not slower than Python's replayed steady state. --json writes, per
+network, {"python_first_s", "python_replay_s", "c_first_s", "c_replay_s", "insns"}.
+
+Throughput (--throughput), the Python simulator alone:
 
 Workloads, each built with the instruction-stream builder, run on a fresh simulator (cold plan
 cache) and checked bit-exactly against NumPy before its time is reported:
@@ -28,8 +42,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import json
 import math
+import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -225,11 +243,89 @@ def bench_conv(cfg, layer, rng):
     return secs, res, ok, len(prog.insns)
 
 
+# ---- networks: C simulator against Python ---------------------------------------------------------
+
+NETWORKS = ("resnet18@224", "resnet50@224", "mobilenet_v1@224")
+SIMULATORS = ("python", "c")
+
+
+def one_inference(module, x, kind: str) -> tuple[float, float, int, dict]:
+    """(first-run seconds, second-run seconds, instructions, outputs) on a fresh device."""
+    from retarget.targets.vta.device import VTADevice
+    from retarget.targets.vta.target import DEVICE_MEMORY
+    cfg = module.target.config
+    device = VTADevice(cfg, memory_bytes=min(DEVICE_MEMORY, cfg.dram_bytes), simulator=kind)
+    module.bind(device)
+    times = []
+    for _ in range(2):
+        out = module.run(x)
+        prof = [p for p in module.profile if p.target != "cpu"]
+        times.append(sum(p.task_seconds for p in prof))
+    insns = sum(p.counters.get("instructions", 0) for p in prof)
+    return times[0], times[1], insns, out
+
+
+def bench_network(name: str, size: int, spec: str, runs: int) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_vta_e2e import compile_steps
+    module, _ = compile_steps(name, spec, size)
+    x = {v.name: np.random.default_rng(1).standard_normal(v.type.shape).astype(v.type.dtype)
+         for v in module.graph.inputs}
+    row, outputs = {}, {}
+    for kind in SIMULATORS:
+        firsts, replays = [], []
+        for _ in range(runs):
+            first, replay, insns, outputs[kind] = one_inference(module, x, kind)
+            firsts.append(first)
+            replays.append(replay)
+        row[f"{kind}_first_s"] = statistics.median(firsts)
+        row[f"{kind}_replay_s"] = statistics.median(replays)
+        row["insns"] = insns
+    module.close()
+    if any(not np.array_equal(outputs["python"][k], outputs["c"][k]) for k in outputs["python"]):
+        raise SystemExit(f"{name}@{size}: the C and Python simulators' outputs differ")
+    return row
+
+
+def networks_main(args) -> int:
+    from retarget.targets.vta.csim import available
+    if not available():
+        raise SystemExit("the C simulator cannot be built here (no C compiler)")
+    spec = f"vta:{args.config}"
+    print(f"{spec}: device time of the vta tasks of one inference, median of {args.runs} fresh "
+          f"devices (s)")
+    print(f"{'network':18} {'insns':>7} {'py first':>9} {'py replay':>9} {'C first':>8} "
+          f"{'C replay':>8} {'first x':>8} {'C/py replay':>11}")
+    result, ok = {}, True
+    for item in args.networks.split(","):
+        name, size = item.split("@")
+        r = bench_network(name, int(size), spec, args.runs)
+        result[item] = r
+        speedup = r["python_first_s"] / r["c_first_s"]
+        ratio = r["c_first_s"] / r["python_replay_s"]
+        ok &= speedup >= 5 and ratio <= 1
+        print(f"{item:18} {r['insns']:7d} {r['python_first_s']:9.3f} {r['python_replay_s']:9.3f} "
+              f"{r['c_first_s']:8.3f} {r['c_replay_s']:8.3f} {speedup:7.1f}x {ratio:11.2f}")
+    print("goals (C first >= 5x Python first, C first <= Python replay): "
+          + ("met" if ok else "NOT met"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--configs", default="pynq", help="comma-separated VTA presets")
-    ap.add_argument("--quick", action="store_true", help="GEMM 256 and conv C2 only")
+    ap.add_argument("--json", metavar="FILE", help="networks: write the per-network times")
+    ap.add_argument("--runs", type=int, default=3, help="networks: fresh devices per simulator")
+    ap.add_argument("--config", default="pynq", help="networks: the VTA preset")
+    ap.add_argument("--networks", default=",".join(NETWORKS), help="networks: name@size,...")
+    ap.add_argument("--throughput", action="store_true",
+                    help="the Python simulator's MAC/s on GEMM and conv streams instead")
+    ap.add_argument("--configs", default="pynq", help="throughput: comma-separated VTA presets")
+    ap.add_argument("--quick", action="store_true", help="throughput: GEMM 256 and conv C2 only")
     args = ap.parse_args(argv)
+    if not args.throughput:
+        return networks_main(args)
     rng = np.random.default_rng(0)
     all_ok = True
     print(f"{'config':7} {'workload':30} {'insns':>7} {'MACs':>12} {'sim s':>8} "

@@ -332,3 +332,26 @@ def test_driver_api_links_into_a_program_without_python(tmp_path):
     want = image.copy()
     Simulator(cfg, dram=want).run(prog.stream())
     assert np.array_equal(np.fromfile(tmp_path / "out.bin", np.uint8), want)
+
+
+@pytest.mark.parametrize("cflags", ["-O2", "-O2 -mavx2"])
+def test_portable_builds_are_bit_identical(cflags, monkeypatch, tmp_path):
+    """The GEMM has AVX-512 VNNI, AVX2 and plain C forms; each gives the same bytes."""
+    if cflags.endswith("avx2") and "avx2" not in open("/proc/cpuinfo").read():
+        pytest.skip("no AVX2 here")
+    monkeypatch.setenv("RETARGET_VTA_CFLAGS", cflags)
+    monkeypatch.setenv("RETARGET_CACHE_DIR", str(tmp_path))
+    for f in (build.library_path, binding.load_library):
+        f.cache_clear()
+    try:
+        for cfg_name in ("pynq", "2x16", "1x64"):
+            cfg = preset(cfg_name)
+            prog = blocked_gemm(cfg, 64, 128, 64, 2)
+            rng = np.random.default_rng(8)
+            py, cs = both(cfg, prog.dram_image({k: rng.integers(-128, 128, b.shape).astype(np.int8)
+                                                for k, b in prog.buffers.items() if k != "out"}))
+            assert py.run(prog.stream()) == cs.run(prog.stream())
+            assert_same_state(py, cs)
+    finally:
+        for f in (build.library_path, binding.load_library):
+            f.cache_clear()

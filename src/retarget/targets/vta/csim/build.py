@@ -6,7 +6,7 @@ The library is built once per distinct (sources, compiler command, machine) into
 renamed into place, so concurrent processes never load a half-written file. The compiler is
 `$RETARGET_VTA_CC` (words split as a shell would), else `cc`, else `gcc`; it is asked for
 `-O3 -march=native` (the GEMM uses AVX2 / AVX-512 VNNI when the host has them) and, should that
-fail, for plain `-O2`.
+fail, for plain `-O2`; `$RETARGET_VTA_CFLAGS` replaces both (e.g. "-O2" for a portable build).
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ HEADERS = ("vta_csim.h", "vta_driver.h")
 LIBRARY = "libvtacsim.so"
 CC_ENV = "RETARGET_VTA_CC"
 CACHE_ENV = "RETARGET_CACHE_DIR"
+CFLAGS_ENV = "RETARGET_VTA_CFLAGS"
 FLAG_SETS = (("-O3", "-march=native"), ("-O2",))
 COMMON_FLAGS = ("-std=c11", "-fPIC", "-shared")
 BUILD_TIMEOUT_S = 300
@@ -59,11 +60,17 @@ def source_paths() -> list[Path]:
     return [HERE / n for n in SOURCES + HEADERS]
 
 
+def flag_sets() -> tuple[tuple[str, ...], ...]:
+    if os.environ.get(CFLAGS_ENV) is not None:
+        return (tuple(shlex.split(os.environ[CFLAGS_ENV])),)
+    return FLAG_SETS
+
+
 def _key(cc: list[str]) -> str:
     h = hashlib.sha256()
     for p in source_paths():
         h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    h.update(repr((cc, FLAG_SETS, COMMON_FLAGS, platform.machine(), platform.system())).encode())
+    h.update(repr((cc, flag_sets(), COMMON_FLAGS, platform.machine(), platform.system())).encode())
     return h.hexdigest()[:20]
 
 
@@ -76,7 +83,7 @@ def library_path() -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     errors = []
-    for flags in FLAG_SETS:
+    for flags in flag_sets():
         fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
         os.close(fd)
         cmd = [*cc, *flags, *COMMON_FLAGS, "-o", tmp, *(str(HERE / n) for n in SOURCES)]

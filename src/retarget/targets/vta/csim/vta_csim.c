@@ -591,54 +591,112 @@ static int check_column(const vta_sim *s, const insn *d, int col, uint32_t fo, u
                (unsigned long long)total);
 }
 
-/* acc[b][0..BO) += inp[b][0..BI) . wgt[o][0..BI) for one micro-op iteration. */
-static inline void gemm_block(vta_sim *s, uint64_t dst, uint64_t src, uint64_t w) {
-  const vta_config *c = &s->cfg;
-  const uint32_t bi = c->block_in, bo = c->block_out;
-  const int16_t *wt = s->wgt16 + w * bo * bi;
-  for (uint32_t b = 0; b < c->batch; b++) {
-    int32_t *a = s->acc + (dst * c->batch + b) * bo;
-    const int16_t *x = s->inp16 + (src * c->batch + b) * bi;
-    uint32_t o = 0;
-    if (pairs_ok(c)) {
+/* The GEMM inner step on VL int32 lanes: acc += (x pair broadcast) . (VL weight pairs), i.e.
+ * acc[o] += x[2k] * w[2k][o] + x[2k+1] * w[2k+1][o] for VL consecutive outputs o, wrapping. */
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-      for (; o + 16 <= bo; o += 16) {
-        __m512i sum = _mm512_loadu_si512((const void *)(a + o));
-        for (uint32_t k = 0; k < bi / 2; k++) {
-          int32_t pair;
-          memcpy(&pair, x + 2 * k, 4);
-          sum = _mm512_dpwssd_epi32(sum, _mm512_set1_epi32(pair),
-                                    _mm512_loadu_si512((const void *)(wt + (k * bo + o) * 2)));
-        }
-        _mm512_storeu_si512((void *)(a + o), sum);
-      }
+#define VL 16
+typedef __m512i vacc;
+static inline vacc v_zero(void) { return _mm512_setzero_si512(); }
+static inline vacc v_add(vacc a, vacc b) { return _mm512_add_epi32(a, b); }
+static inline vacc v_load(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline void v_store(int32_t *p, vacc v) { _mm512_storeu_si512((void *)p, v); }
+static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
+  int32_t pair;
+  memcpy(&pair, x, 4);
+  return _mm512_dpwssd_epi32(a, _mm512_set1_epi32(pair), _mm512_loadu_si512((const void *)w));
+}
+#elif defined(__AVX2__)
+#define VL 8
+typedef __m256i vacc;
+static inline vacc v_zero(void) { return _mm256_setzero_si256(); }
+static inline vacc v_add(vacc a, vacc b) { return _mm256_add_epi32(a, b); }
+static inline vacc v_load(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline void v_store(int32_t *p, vacc v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
+  int32_t pair;
+  memcpy(&pair, x, 4);
+  return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_set1_epi32(pair),
+                                                _mm256_loadu_si256((const __m256i *)w)));
+}
+#else
+#define VL 8
+typedef struct { uint32_t v[VL]; } vacc;
+static inline vacc v_zero(void) { vacc r = {{0}}; return r; }
+static inline vacc v_add(vacc a, vacc b) {
+  for (int l = 0; l < VL; l++) a.v[l] += b.v[l];
+  return a;
+}
+static inline vacc v_load(const int32_t *p) {
+  vacc r;
+  for (int l = 0; l < VL; l++) r.v[l] = (uint32_t)p[l];
+  return r;
+}
+static inline void v_store(int32_t *p, vacc v) {
+  for (int l = 0; l < VL; l++) p[l] = (int32_t)v.v[l];
+}
+static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
+  for (int l = 0; l < VL; l++)
+    a.v[l] += (uint32_t)(x[0] * w[2 * l] + x[1] * w[2 * l + 1]);
+  return a;
+}
 #endif
-#if defined(__AVX2__)
-      for (; o + 8 <= bo; o += 8) {
-        __m256i sum = _mm256_loadu_si256((const __m256i *)(a + o));
-        for (uint32_t k = 0; k < bi / 2; k++) {
-          int32_t pair;
-          memcpy(&pair, x + 2 * k, 4);
-          sum = _mm256_add_epi32(sum, _mm256_madd_epi16(
-              _mm256_set1_epi32(pair), _mm256_loadu_si256((const __m256i *)(wt + (k * bo + o) * 2))));
+
+/* One (y, x) iteration of a GEMM: every micro-op's block product added into the accumulator.
+ * Micro-ops in a row that share a destination (a conv's reduction over input channels and
+ * window taps) are summed in registers and written once; four independent sums keep the
+ * multiply-adds from waiting on each other. Integer sums in any order are the same (mod 2^32),
+ * so this is exactly the sequential result. */
+static void gemm_point(vta_sim *s, const insn *d, uint64_t dy, uint64_t sy, uint64_t wy) {
+  const vta_config *c = &s->cfg;
+  const uint32_t bi = c->block_in, bo = c->block_out, np = bi / 2, batch = c->batch;
+  const uint32_t *u = s->uop;
+  for (uint32_t b = 0; b < batch; b++)
+    for (uint32_t o = 0; o < bo; o += VL) {
+      uint64_t cur = UINT64_MAX;
+      vacc s0 = v_zero(), s1 = v_zero(), s2 = v_zero(), s3 = v_zero();
+      for (uint32_t k = d->uop_bgn; k < d->uop_end; k++) {
+        uint64_t dst = u[k * 3] + dy;
+        if (dst != cur) {
+          if (cur != UINT64_MAX) {
+            int32_t *a = s->acc + (cur * batch + b) * bo + o;
+            v_store(a, v_add(v_load(a), v_add(v_add(s0, s1), v_add(s2, s3))));
+            s0 = s1 = s2 = s3 = v_zero();
+          }
+          cur = dst;
         }
-        _mm256_storeu_si256((__m256i *)(a + o), sum);
+        const int16_t *x = s->inp16 + ((u[k * 3 + 1] + sy) * batch + b) * bi;
+        const int16_t *w = s->wgt16 + (u[k * 3 + 2] + wy) * bo * bi + o * 2;
+        uint32_t p = 0;
+        for (; p + 4 <= np; p += 4) {
+          s0 = v_dot(s0, x + 2 * p, w + (p * bo) * 2);
+          s1 = v_dot(s1, x + 2 * p + 2, w + ((p + 1) * bo) * 2);
+          s2 = v_dot(s2, x + 2 * p + 4, w + ((p + 2) * bo) * 2);
+          s3 = v_dot(s3, x + 2 * p + 6, w + ((p + 3) * bo) * 2);
+        }
+        for (; p < np; p++) s0 = v_dot(s0, x + 2 * p, w + (p * bo) * 2);
       }
-#endif
-      for (; o < bo; o++) {
+      int32_t *a = s->acc + (cur * batch + b) * bo + o;
+      v_store(a, v_add(v_load(a), v_add(v_add(s0, s1), v_add(s2, s3))));
+    }
+}
+
+/* The same for any core (odd BLOCK_IN, BLOCK_OUT below the vector width): one micro-op at a
+ * time, plain loops over the int8 SRAMs. */
+static void gemm_point_scalar(vta_sim *s, const insn *d, uint64_t dy, uint64_t sy, uint64_t wy) {
+  const vta_config *c = &s->cfg;
+  const uint32_t bi = c->block_in, bo = c->block_out, batch = c->batch;
+  const uint32_t *u = s->uop;
+  for (uint32_t k = d->uop_bgn; k < d->uop_end; k++)
+    for (uint32_t b = 0; b < batch; b++) {
+      int32_t *a = s->acc + ((u[k * 3] + dy) * batch + b) * bo;
+      const int8_t *x = s->inp + ((u[k * 3 + 1] + sy) * batch + b) * bi;
+      const int8_t *w = s->wgt + (u[k * 3 + 2] + wy) * bo * bi;
+      for (uint32_t o = 0; o < bo; o++) {
         uint32_t sum = (uint32_t)a[o];
-        for (uint32_t k = 0; k < bi / 2; k++)
-          sum += (uint32_t)(x[2 * k] * wt[(k * bo + o) * 2] + x[2 * k + 1] * wt[(k * bo + o) * 2 + 1]);
-        a[o] = (int32_t)sum;
-      }
-    } else {
-      for (; o < bo; o++) {
-        uint32_t sum = (uint32_t)a[o];
-        for (uint32_t i = 0; i < bi; i++) sum += (uint32_t)(x[i] * wt[o * bi + i]);
+        for (uint32_t i = 0; i < bi; i++) sum += (uint32_t)(x[i] * w[o * bi + i]);
         a[o] = (int32_t)sum;
       }
     }
-  }
 }
 
 static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
@@ -653,6 +711,7 @@ static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
     return st;
   const uint32_t *u = s->uop;
   uint64_t lanes = (uint64_t)c->batch * c->block_out;
+  int vector = pairs_ok(c) && c->block_out % VL == 0;
   for (uint64_t y = 0; y < d->iter_out; y++)
     for (uint64_t x = 0; x < d->iter_in; x++) {
       uint64_t dy = y * d->dst_fo + x * d->dst_fi;
@@ -662,8 +721,8 @@ static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
         continue;
       }
       uint64_t sy = y * d->src_fo + x * d->src_fi, wy = y * d->wgt_fo + x * d->wgt_fi;
-      for (uint32_t k = d->uop_bgn; k < d->uop_end; k++)
-        gemm_block(s, u[k * 3] + dy, u[k * 3 + 1] + sy, u[k * 3 + 2] + wy);
+      if (vector) gemm_point(s, d, dy, sy, wy);
+      else gemm_point_scalar(s, d, dy, sy, wy);
     }
   return 0;
 }
