@@ -67,6 +67,7 @@ struct vta_sim {
   int32_t *acc;           /* [acc_depth][batch][block_out] */
   int16_t *inp16;         /* inp widened */
   int16_t *wgt16;         /* [wgt_depth][block_in/2][block_out][2] (block_in even), else as wgt */
+  int16_t *wide;          /* scratch: one weight entry widened */
   insn *decoded;          /* scratch for the stream being run */
   uint64_t decoded_cap;
   uint32_t *order;        /* per module, the stream positions it runs */
@@ -205,7 +206,8 @@ vta_sim *vta_sim_create(const vta_config *cfg, uint8_t *dram, uint64_t dram_byte
   s->acc = calloc(acc_n, sizeof *s->acc);
   s->inp16 = calloc(inp_n, sizeof *s->inp16);
   s->wgt16 = calloc(wgt_n, sizeof *s->wgt16);
-  if (!s->uop || !s->inp || !s->wgt || !s->acc || !s->inp16 || !s->wgt16) {
+  s->wide = calloc((size_t)c->block_out * c->block_in, sizeof *s->wide);
+  if (!s->uop || !s->inp || !s->wgt || !s->acc || !s->inp16 || !s->wgt16 || !s->wide) {
     vta_sim_free(s);
     return NULL;
   }
@@ -220,6 +222,7 @@ void vta_sim_free(vta_sim *s) {
   free(s->acc);
   free(s->inp16);
   free(s->wgt16);
+  free(s->wide);
   free(s->decoded);
   free(s->order);
   free(s);
@@ -400,22 +403,31 @@ static int check_dram(vta_sim *s, uint64_t base, uint64_t rows, uint64_t row_byt
 
 /* ---- LOAD / STORE --------------------------------------------------------------------------- */
 
+static void widen(int16_t *restrict dst, const int8_t *restrict src, uint64_t n) {
+  for (uint64_t k = 0; k < n; k++) dst[k] = src[k];
+}
+
+/* Refresh the int16 copy of weight entry `entry`: [BLOCK_OUT][BLOCK_IN] int8 becomes
+ * [BLOCK_IN/2][BLOCK_OUT] pairs of int16 (one 32-bit pair per output and input pair). */
 static void wgt_refresh(vta_sim *s, uint64_t entry) {
   const vta_config *c = &s->cfg;
   uint32_t bi = c->block_in, bo = c->block_out;
   const int8_t *w = s->wgt + entry * bo * bi;
   int16_t *w16 = s->wgt16 + entry * bo * bi;
   if (!pairs_ok(c)) {
-    for (uint32_t k = 0; k < bo * bi; k++) w16[k] = w[k];
+    widen(w16, w, (uint64_t)bo * bi);
     return;
   }
+  int16_t *wide = s->wide;
+  widen(wide, w, (uint64_t)bo * bi);
+  uint32_t np = bi / 2;
   for (uint32_t o = 0; o < bo; o++)
-    for (uint32_t i = 0; i < bi; i++) w16[((i >> 1) * bo + o) * 2 + (i & 1)] = w[o * bi + i];
+    for (uint32_t p = 0; p < np; p++) memcpy(w16 + (p * bo + o) * 2, wide + o * bi + 2 * p, 4);
 }
 
 static void inp_refresh(vta_sim *s, uint64_t entry) {
   uint64_t n = (uint64_t)s->cfg.batch * s->cfg.block_in;
-  for (uint64_t k = 0; k < n; k++) s->inp16[entry * n + k] = s->inp[entry * n + k];
+  widen(s->inp16 + entry * n, s->inp + entry * n, n);
 }
 
 static void zero_entry(vta_sim *s, int mem_type, uint64_t e) {
