@@ -12,10 +12,13 @@
  *   allowed ranges) before any of it runs, so a fault leaves the state of the instructions
  *   before it.
  *
- * GEMM runs on int16 copies of INP and WGT kept beside the int8 SRAMs (refreshed by every
- * LOAD): the weights are stored as [entry][BLOCK_IN/2][BLOCK_OUT][2] so that one input pair
- * times one weight row pair is a multiply-add of adjacent int16s (x86 pmaddwd / vpdpwssd).
- * Integer sums wrap modulo 2^32 like the hardware's accumulator.
+ * GEMM runs on copies of INP and WGT laid out for the host's multiply-add instructions, kept
+ * beside the int8 SRAMs and refreshed by every LOAD. With AVX-512 VNNI (vpdpbusd: unsigned x
+ * signed bytes, four products per 32-bit lane) the inputs are stored as x + 128 (unsigned) and
+ * the weights as [entry][BLOCK_IN/4][BLOCK_OUT][4], and the 128 * sum(w) the offset adds is
+ * subtracted again; otherwise both are int16, the weights [entry][BLOCK_IN/2][BLOCK_OUT][2]
+ * (pmaddwd, or plain C). Integer sums wrap modulo 2^32 like the hardware's accumulator, so
+ * either form gives exactly the products' sum.
  */
 #include "vta_csim.h"
 
@@ -24,8 +27,75 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) || defined(__AVX2__)
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define GEMM_VNNI 1
+#endif
+#if defined(GEMM_VNNI) || defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#ifdef GEMM_VNNI
+typedef uint8_t inp_mirror_t;   /* x + 128 */
+typedef int8_t wgt_mirror_t;    /* quads */
+#define WGT_GROUP 4
+#else
+typedef int16_t inp_mirror_t;
+typedef int16_t wgt_mirror_t;   /* pairs */
+#define WGT_GROUP 2
+#endif
+
+/* The GEMM's inner step on VL int32 lanes, for VL consecutive outputs o:
+ * v_dot:  acc[o] += sum over one group j of x[j] * w[j][o] (a group is WGT_GROUP inputs, as
+ *         the mirrors store them), wrapping;
+ * v_fix:  VNNI only: acc[o] -= 128 * sum(w[.][o]), undoing the inputs' +128 offset. */
+#ifdef GEMM_VNNI
+#define VL 16
+typedef __m512i vacc;
+static inline vacc v_zero(void) { return _mm512_setzero_si512(); }
+static inline vacc v_add(vacc a, vacc b) { return _mm512_add_epi32(a, b); }
+static inline vacc v_load(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
+static inline void v_store(int32_t *p, vacc v) { _mm512_storeu_si512((void *)p, v); }
+static inline vacc v_dot(vacc a, const inp_mirror_t *x, const wgt_mirror_t *w) {
+  int32_t quad;
+  memcpy(&quad, x, 4);
+  return _mm512_dpbusd_epi32(a, _mm512_set1_epi32(quad), _mm512_loadu_si512((const void *)w));
+}
+static inline vacc v_fix(vacc a, const int32_t *wsum) { return _mm512_sub_epi32(a, v_load(wsum)); }
+#elif defined(__AVX2__)
+#define VL 8
+typedef __m256i vacc;
+static inline vacc v_zero(void) { return _mm256_setzero_si256(); }
+static inline vacc v_add(vacc a, vacc b) { return _mm256_add_epi32(a, b); }
+static inline vacc v_load(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline void v_store(int32_t *p, vacc v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline vacc v_dot(vacc a, const inp_mirror_t *x, const wgt_mirror_t *w) {
+  int32_t pair;
+  memcpy(&pair, x, 4);
+  return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_set1_epi32(pair),
+                                                _mm256_loadu_si256((const __m256i *)w)));
+}
+static inline vacc v_fix(vacc a, const int32_t *wsum) { (void)wsum; return a; }
+#else
+#define VL 8
+typedef struct { uint32_t v[VL]; } vacc;
+static inline vacc v_zero(void) { vacc r = {{0}}; return r; }
+static inline vacc v_add(vacc a, vacc b) {
+  for (int l = 0; l < VL; l++) a.v[l] += b.v[l];
+  return a;
+}
+static inline vacc v_load(const int32_t *p) {
+  vacc r;
+  for (int l = 0; l < VL; l++) r.v[l] = (uint32_t)p[l];
+  return r;
+}
+static inline void v_store(int32_t *p, vacc v) {
+  for (int l = 0; l < VL; l++) p[l] = (int32_t)v.v[l];
+}
+static inline vacc v_dot(vacc a, const inp_mirror_t *x, const wgt_mirror_t *w) {
+  for (int l = 0; l < VL; l++)
+    a.v[l] += (uint32_t)(x[0] * w[2 * l] + x[1] * w[2 * l + 1]);
+  return a;
+}
+static inline vacc v_fix(vacc a, const int32_t *wsum) { (void)wsum; return a; }
 #endif
 
 enum { OP_LOAD = 0, OP_STORE = 1, OP_GEMM = 2, OP_FINISH = 3, OP_ALU = 4 };
@@ -65,9 +135,10 @@ struct vta_sim {
   int8_t *inp;            /* [inp_depth][batch][block_in] */
   int8_t *wgt;            /* [wgt_depth][block_out][block_in] */
   int32_t *acc;           /* [acc_depth][batch][block_out] */
-  int16_t *inp16;         /* inp widened */
-  int16_t *wgt16;         /* [wgt_depth][block_in/2][block_out][2] (block_in even), else as wgt */
-  int16_t *wide;          /* scratch: one weight entry widened */
+  int vector;             /* the GEMM uses the mirrors below (else plain loops on inp, wgt) */
+  inp_mirror_t *inp_m;    /* [inp_depth][batch][block_in] */
+  wgt_mirror_t *wgt_m;    /* [wgt_depth][block_in/G][block_out][G], G = WGT_GROUP */
+  int32_t *wsum;          /* VNNI: [wgt_depth][block_out] 128 * sum over block_in of the weight */
   insn *decoded;          /* scratch for the stream being run */
   uint64_t decoded_cap;
   uint32_t *order;        /* per module, the stream positions it runs */
@@ -188,7 +259,13 @@ int vta_config_derive(vta_config *cfg, int log_batch, int log_block_in, int log_
 
 /* ---- creation ------------------------------------------------------------------------------- */
 
-static int pairs_ok(const vta_config *c) { return c->block_in % 2 == 0; }
+static int vector_ok(const vta_config *c) {
+#ifdef GEMM_VNNI
+  return c->block_in % 4 == 0 && c->block_out % 16 == 0;
+#else
+  return c->block_in % 2 == 0 && c->block_out % VL == 0;
+#endif
+}
 
 vta_sim *vta_sim_create(const vta_config *cfg, uint8_t *dram, uint64_t dram_bytes) {
   vta_sim *s = calloc(1, sizeof *s);
@@ -204,13 +281,17 @@ vta_sim *vta_sim_create(const vta_config *cfg, uint8_t *dram, uint64_t dram_byte
   s->inp = calloc(inp_n, 1);
   s->wgt = calloc(wgt_n, 1);
   s->acc = calloc(acc_n, sizeof *s->acc);
-  s->inp16 = calloc(inp_n, sizeof *s->inp16);
-  s->wgt16 = calloc(wgt_n, sizeof *s->wgt16);
-  s->wide = calloc((size_t)c->block_out * c->block_in, sizeof *s->wide);
-  if (!s->uop || !s->inp || !s->wgt || !s->acc || !s->inp16 || !s->wgt16 || !s->wide) {
+  s->vector = vector_ok(c);
+  s->inp_m = calloc(s->vector ? inp_n : 1, sizeof *s->inp_m);
+  s->wgt_m = calloc(s->vector ? wgt_n : 1, sizeof *s->wgt_m);
+  s->wsum = calloc(s->vector ? (size_t)c->wgt_depth * c->block_out : 1, sizeof *s->wsum);
+  if (!s->uop || !s->inp || !s->wgt || !s->acc || !s->inp_m || !s->wgt_m || !s->wsum) {
     vta_sim_free(s);
     return NULL;
   }
+#ifdef GEMM_VNNI
+  if (s->vector) memset(s->inp_m, 0x80, inp_n);   /* the mirror of 0 */
+#endif
   return s;
 }
 
@@ -220,9 +301,9 @@ void vta_sim_free(vta_sim *s) {
   free(s->inp);
   free(s->wgt);
   free(s->acc);
-  free(s->inp16);
-  free(s->wgt16);
-  free(s->wide);
+  free(s->inp_m);
+  free(s->wgt_m);
+  free(s->wsum);
   free(s->decoded);
   free(s->order);
   free(s);
@@ -403,31 +484,37 @@ static int check_dram(vta_sim *s, uint64_t base, uint64_t rows, uint64_t row_byt
 
 /* ---- LOAD / STORE --------------------------------------------------------------------------- */
 
-static void widen(int16_t *restrict dst, const int8_t *restrict src, uint64_t n) {
-  for (uint64_t k = 0; k < n; k++) dst[k] = src[k];
-}
-
-/* Refresh the int16 copy of weight entry `entry`: [BLOCK_OUT][BLOCK_IN] int8 becomes
- * [BLOCK_IN/2][BLOCK_OUT] pairs of int16 (one 32-bit pair per output and input pair). */
-static void wgt_refresh(vta_sim *s, uint64_t entry) {
-  const vta_config *c = &s->cfg;
-  uint32_t bi = c->block_in, bo = c->block_out;
-  const int8_t *w = s->wgt + entry * bo * bi;
-  int16_t *w16 = s->wgt16 + entry * bo * bi;
-  if (!pairs_ok(c)) {
-    widen(w16, w, (uint64_t)bo * bi);
-    return;
-  }
-  int16_t *wide = s->wide;
-  widen(wide, w, (uint64_t)bo * bi);
-  uint32_t np = bi / 2;
-  for (uint32_t o = 0; o < bo; o++)
-    for (uint32_t p = 0; p < np; p++) memcpy(w16 + (p * bo + o) * 2, wide + o * bi + 2 * p, 4);
-}
-
+/* Refresh the GEMM's copy of INP entry `entry` (after its int8 bytes changed). */
 static void inp_refresh(vta_sim *s, uint64_t entry) {
+  if (!s->vector) return;
   uint64_t n = (uint64_t)s->cfg.batch * s->cfg.block_in;
-  widen(s->inp16 + entry * n, s->inp + entry * n, n);
+  inp_mirror_t *restrict m = s->inp_m + entry * n;
+  const int8_t *restrict x = s->inp + entry * n;
+  for (uint64_t k = 0; k < n; k++)
+#ifdef GEMM_VNNI
+    m[k] = (uint8_t)((uint8_t)x[k] ^ 0x80);
+#else
+    m[k] = x[k];
+#endif
+}
+
+/* Refresh the GEMM's copy of weight entry `entry`: [BLOCK_OUT][BLOCK_IN] int8 becomes groups of
+ * G consecutive inputs, output-major within each group: [BLOCK_IN/G][BLOCK_OUT][G]. */
+static void wgt_refresh(vta_sim *s, uint64_t entry) {
+  if (!s->vector) return;
+  const vta_config *c = &s->cfg;
+  const uint32_t bi = c->block_in, bo = c->block_out, ng = bi / WGT_GROUP;
+  const int8_t *restrict w = s->wgt + entry * bo * bi;
+  wgt_mirror_t *restrict m = s->wgt_m + entry * bo * bi;
+  for (uint32_t o = 0; o < bo; o++) {
+    int32_t sum = 0;
+    for (uint32_t g = 0; g < ng; g++)
+      for (uint32_t j = 0; j < WGT_GROUP; j++) {
+        m[(g * bo + o) * WGT_GROUP + j] = w[o * bi + g * WGT_GROUP + j];
+        sum += w[o * bi + g * WGT_GROUP + j];
+      }
+    s->wsum[entry * bo + o] = 128 * sum;
+  }
 }
 
 static void zero_entry(vta_sim *s, int mem_type, uint64_t e) {
@@ -437,13 +524,13 @@ static void zero_entry(vta_sim *s, int mem_type, uint64_t e) {
     case MT_INP: {
       uint64_t n = (uint64_t)c->batch * c->block_in;
       memset(s->inp + e * n, 0, n);
-      memset(s->inp16 + e * n, 0, n * 2);
+      inp_refresh(s, e);
       break;
     }
     case MT_WGT: {
       uint64_t n = (uint64_t)c->block_out * c->block_in;
       memset(s->wgt + e * n, 0, n);
-      memset(s->wgt16 + e * n, 0, n * 2);
+      wgt_refresh(s, e);
       break;
     }
     default: memset(s->acc + e * c->batch * c->block_out, 0, (size_t)c->batch * c->block_out * 4);
@@ -603,56 +690,6 @@ static int check_column(const vta_sim *s, const insn *d, int col, uint32_t fo, u
                (unsigned long long)total);
 }
 
-/* The GEMM inner step on VL int32 lanes: acc += (x pair broadcast) . (VL weight pairs), i.e.
- * acc[o] += x[2k] * w[2k][o] + x[2k+1] * w[2k+1][o] for VL consecutive outputs o, wrapping. */
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define VL 16
-typedef __m512i vacc;
-static inline vacc v_zero(void) { return _mm512_setzero_si512(); }
-static inline vacc v_add(vacc a, vacc b) { return _mm512_add_epi32(a, b); }
-static inline vacc v_load(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
-static inline void v_store(int32_t *p, vacc v) { _mm512_storeu_si512((void *)p, v); }
-static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
-  int32_t pair;
-  memcpy(&pair, x, 4);
-  return _mm512_dpwssd_epi32(a, _mm512_set1_epi32(pair), _mm512_loadu_si512((const void *)w));
-}
-#elif defined(__AVX2__)
-#define VL 8
-typedef __m256i vacc;
-static inline vacc v_zero(void) { return _mm256_setzero_si256(); }
-static inline vacc v_add(vacc a, vacc b) { return _mm256_add_epi32(a, b); }
-static inline vacc v_load(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline void v_store(int32_t *p, vacc v) { _mm256_storeu_si256((__m256i *)p, v); }
-static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
-  int32_t pair;
-  memcpy(&pair, x, 4);
-  return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_set1_epi32(pair),
-                                                _mm256_loadu_si256((const __m256i *)w)));
-}
-#else
-#define VL 8
-typedef struct { uint32_t v[VL]; } vacc;
-static inline vacc v_zero(void) { vacc r = {{0}}; return r; }
-static inline vacc v_add(vacc a, vacc b) {
-  for (int l = 0; l < VL; l++) a.v[l] += b.v[l];
-  return a;
-}
-static inline vacc v_load(const int32_t *p) {
-  vacc r;
-  for (int l = 0; l < VL; l++) r.v[l] = (uint32_t)p[l];
-  return r;
-}
-static inline void v_store(int32_t *p, vacc v) {
-  for (int l = 0; l < VL; l++) p[l] = (int32_t)v.v[l];
-}
-static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
-  for (int l = 0; l < VL; l++)
-    a.v[l] += (uint32_t)(x[0] * w[2 * l] + x[1] * w[2 * l + 1]);
-  return a;
-}
-#endif
-
 /* One (y, x) iteration of a GEMM: every micro-op's block product added into the accumulator.
  * Micro-ops in a row that share a destination (a conv's reduction over input channels and
  * window taps) are summed in registers and written once; four independent sums keep the
@@ -660,7 +697,7 @@ static inline vacc v_dot(vacc a, const int16_t *x, const int16_t *w) {
  * so this is exactly the sequential result. */
 static void gemm_point(vta_sim *s, const insn *d, uint64_t dy, uint64_t sy, uint64_t wy) {
   const vta_config *c = &s->cfg;
-  const uint32_t bi = c->block_in, bo = c->block_out, np = bi / 2, batch = c->batch;
+  const uint32_t bi = c->block_in, bo = c->block_out, ng = bi / WGT_GROUP, batch = c->batch;
   const uint32_t *u = s->uop;
   for (uint32_t b = 0; b < batch; b++)
     for (uint32_t o = 0; o < bo; o += VL) {
@@ -676,16 +713,19 @@ static void gemm_point(vta_sim *s, const insn *d, uint64_t dy, uint64_t sy, uint
           }
           cur = dst;
         }
-        const int16_t *x = s->inp16 + ((u[k * 3 + 1] + sy) * batch + b) * bi;
-        const int16_t *w = s->wgt16 + (u[k * 3 + 2] + wy) * bo * bi + o * 2;
-        uint32_t p = 0;
-        for (; p + 4 <= np; p += 4) {
-          s0 = v_dot(s0, x + 2 * p, w + (p * bo) * 2);
-          s1 = v_dot(s1, x + 2 * p + 2, w + ((p + 1) * bo) * 2);
-          s2 = v_dot(s2, x + 2 * p + 4, w + ((p + 2) * bo) * 2);
-          s3 = v_dot(s3, x + 2 * p + 6, w + ((p + 3) * bo) * 2);
+        uint64_t we = u[k * 3 + 2] + wy;
+        const inp_mirror_t *x = s->inp_m + ((u[k * 3 + 1] + sy) * batch + b) * bi;
+        const wgt_mirror_t *w = s->wgt_m + we * bo * bi + o * WGT_GROUP;
+        const uint32_t stride = bo * WGT_GROUP;
+        s3 = v_fix(s3, s->wsum + we * bo + o);
+        uint32_t g = 0;
+        for (; g + 4 <= ng; g += 4) {
+          s0 = v_dot(s0, x + g * WGT_GROUP, w + g * stride);
+          s1 = v_dot(s1, x + (g + 1) * WGT_GROUP, w + (g + 1) * stride);
+          s2 = v_dot(s2, x + (g + 2) * WGT_GROUP, w + (g + 2) * stride);
+          s3 = v_dot(s3, x + (g + 3) * WGT_GROUP, w + (g + 3) * stride);
         }
-        for (; p < np; p++) s0 = v_dot(s0, x + 2 * p, w + (p * bo) * 2);
+        for (; g < ng; g++) s0 = v_dot(s0, x + g * WGT_GROUP, w + g * stride);
       }
       int32_t *a = s->acc + (cur * batch + b) * bo + o;
       v_store(a, v_add(v_load(a), v_add(v_add(s0, s1), v_add(s2, s3))));
@@ -723,7 +763,6 @@ static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
     return st;
   const uint32_t *u = s->uop;
   uint64_t lanes = (uint64_t)c->batch * c->block_out;
-  int vector = pairs_ok(c) && c->block_out % VL == 0;
   for (uint64_t y = 0; y < d->iter_out; y++)
     for (uint64_t x = 0; x < d->iter_in; x++) {
       uint64_t dy = y * d->dst_fo + x * d->dst_fi;
@@ -733,7 +772,7 @@ static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
         continue;
       }
       uint64_t sy = y * d->src_fo + x * d->src_fi, wy = y * d->wgt_fo + x * d->wgt_fi;
-      if (vector) gemm_point(s, d, dy, sy, wy);
+      if (s->vector) gemm_point(s, d, dy, sy, wy);
       else gemm_point_scalar(s, d, dy, sy, wy);
     }
   return 0;
@@ -748,6 +787,43 @@ static inline int32_t alu_apply(int op, int32_t a, int32_t b) {
     default:   /* SHR: b >= 0 shifts right (arithmetic), b < 0 left by -b; low 5 bits */
       if (b >= 0) return a >> (b & 31);
       return (int32_t)((uint32_t)a << ((-(int64_t)b) & 31));
+  }
+}
+
+/* One accumulator entry's lanes, with the op chosen once per entry (so the loops vectorise).
+ * `b` is either `a` itself or another entry, never a partial overlap. */
+static void alu_imm(int op, int32_t *restrict a, int32_t imm, uint64_t n) {
+  switch (op) {
+    case ALU_MIN: for (uint64_t l = 0; l < n; l++) a[l] = a[l] < imm ? a[l] : imm; break;
+    case ALU_MAX: for (uint64_t l = 0; l < n; l++) a[l] = a[l] > imm ? a[l] : imm; break;
+    case ALU_ADD:
+      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] + (uint32_t)imm);
+      break;
+    case ALU_MUL:
+      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] * (uint32_t)imm);
+      break;
+    default:
+      if (imm >= 0) {
+        int sh = imm & 31;
+        for (uint64_t l = 0; l < n; l++) a[l] = a[l] >> sh;
+      } else {
+        int sh = (int)((-(int64_t)imm) & 31);
+        for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] << sh);
+      }
+  }
+}
+
+static void alu_vec(int op, int32_t *a, const int32_t *b, uint64_t n) {
+  switch (op) {
+    case ALU_MIN: for (uint64_t l = 0; l < n; l++) a[l] = a[l] < b[l] ? a[l] : b[l]; break;
+    case ALU_MAX: for (uint64_t l = 0; l < n; l++) a[l] = a[l] > b[l] ? a[l] : b[l]; break;
+    case ALU_ADD:
+      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] + (uint32_t)b[l]);
+      break;
+    case ALU_MUL:
+      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] * (uint32_t)b[l]);
+      break;
+    default: for (uint64_t l = 0; l < n; l++) a[l] = alu_apply(ALU_SHR, a[l], b[l]);
   }
 }
 
@@ -771,12 +847,8 @@ static int run_alu(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
       uint64_t dy = y * d->dst_fo + x * d->dst_fi, sy = y * d->src_fo + x * d->src_fi;
       for (uint32_t k = d->uop_bgn; k < d->uop_end; k++) {
         int32_t *a = s->acc + (u[k * 3] + dy) * lanes;
-        if (d->use_imm) {
-          for (uint64_t l = 0; l < lanes; l++) a[l] = alu_apply(d->alu_op, a[l], d->imm);
-        } else {
-          const int32_t *b = s->acc + (u[k * 3 + 1] + sy) * lanes;
-          for (uint64_t l = 0; l < lanes; l++) a[l] = alu_apply(d->alu_op, a[l], b[l]);
-        }
+        if (d->use_imm) alu_imm(d->alu_op, a, d->imm, lanes);
+        else alu_vec(d->alu_op, a, s->acc + (u[k * 3 + 1] + sy) * lanes, lanes);
       }
     }
   return 0;
