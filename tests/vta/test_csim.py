@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes as C
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -65,6 +65,21 @@ def test_published_blocked_gemm_byte_for_byte(cfg_name, vthreads):
         assert rp == rc
         assert_same_state(py, cs)
     assert rc.counters.gemm_counter > 0
+
+
+def test_narrow_cores_take_the_plain_gemm_byte_for_byte():
+    """Blocks narrower than the vector width (here 1x4x4 and 2x8x4) run the plain C GEMM."""
+    base = preset("pynq")
+    for cfg in (replace(base, name="1x4", log_block_in=2, log_block_out=2, log_inp_buff_size=13,
+                        log_wgt_buff_size=14, log_acc_buff_size=15),
+                replace(base, name="2x8x4", log_batch=1, log_block_in=3, log_block_out=2,
+                        log_inp_buff_size=14, log_wgt_buff_size=15, log_acc_buff_size=16)):
+        prog = blocked_gemm(cfg, 32, 64, 16, 2)
+        rng = np.random.default_rng(9)
+        py, cs = both(cfg, prog.dram_image({k: rng.integers(-128, 128, b.shape).astype(np.int8)
+                                            for k, b in prog.buffers.items() if k != "out"}))
+        assert py.run(prog.stream()) == cs.run(prog.stream())
+        assert_same_state(py, cs)
 
 
 @pytest.mark.parametrize("cfg_name", ["pynq", "2x16"])
