@@ -42,6 +42,24 @@ def both(cfg, image: np.ndarray):
     return py, cs
 
 
+def gemm_image(cfg, prog, seed: int) -> np.ndarray:
+    """The blocked GEMM's DRAM image with random int8 inputs and weights."""
+    rng = np.random.default_rng(seed)
+    return prog.dram_image({k: rng.integers(-128, 128, b.shape).astype(np.int8)
+                            for k, b in prog.buffers.items() if k != "out"})
+
+
+def compare_runs(cfg, prog, image: np.ndarray, runs: int = 1):
+    """Run `prog` on both simulators `runs` times; results and state equal after each."""
+    py, cs = both(cfg, image)
+    stream = prog.stream()
+    for _ in range(runs):     # a second run replays on the Python side
+        rp, rc = py.run(stream), cs.run(stream)
+        assert rp == rc
+        assert_same_state(py, cs)
+    return rc
+
+
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_has_the_python_layout(name):
     cfg = preset(name)
@@ -55,15 +73,7 @@ def test_every_preset_has_the_python_layout(name):
 def test_published_blocked_gemm_byte_for_byte(cfg_name, vthreads):
     cfg = preset(cfg_name)
     prog = blocked_gemm(cfg, 128, 256, 64, vthreads)
-    rng = np.random.default_rng(3)
-    data = {k: rng.integers(-128, 128, b.shape).astype(np.int8)
-            for k, b in prog.buffers.items() if k != "out"}
-    py, cs = both(cfg, prog.dram_image({k: v for k, v in data.items() if k in prog.buffers}))
-    stream = prog.stream()
-    for _ in range(2):     # the second run replays on the Python side
-        rp, rc = py.run(stream), cs.run(stream)
-        assert rp == rc
-        assert_same_state(py, cs)
+    rc = compare_runs(cfg, prog, gemm_image(cfg, prog, 3), runs=2)
     assert rc.counters.gemm_counter > 0
 
 
@@ -75,11 +85,7 @@ def test_narrow_cores_take_the_plain_gemm_byte_for_byte():
                 replace(base, name="2x8x4", log_batch=1, log_block_in=3, log_block_out=2,
                         log_inp_buff_size=14, log_wgt_buff_size=15, log_acc_buff_size=16)):
         prog = blocked_gemm(cfg, 32, 64, 16, 2)
-        rng = np.random.default_rng(9)
-        py, cs = both(cfg, prog.dram_image({k: rng.integers(-128, 128, b.shape).astype(np.int8)
-                                            for k, b in prog.buffers.items() if k != "out"}))
-        assert py.run(prog.stream()) == cs.run(prog.stream())
-        assert_same_state(py, cs)
+        compare_runs(cfg, prog, gemm_image(cfg, prog, 9))
 
 
 @pytest.mark.parametrize("cfg_name", ["pynq", "2x16"])
@@ -92,9 +98,7 @@ def test_published_alu_programs_byte_for_byte(cfg_name):
     data = {k: rng.integers(-(1 << 31), 1 << 31, prog.buffers[k].shape, dtype=np.int64)
             .astype(np.int32) for k in ("a",)}
     data["b"] = rng.integers(-40, 40, prog.buffers["b"].shape).astype(np.int32)
-    py, cs = both(cfg, prog.dram_image(data))
-    assert py.run(prog.stream()) == cs.run(prog.stream())
-    assert_same_state(py, cs)
+    compare_runs(cfg, prog, prog.dram_image(data))
 
 
 # ---- deliberately bad streams ------------------------------------------------------------------
@@ -266,10 +270,7 @@ def driver():
 def test_driver_api_runs_a_program_like_the_python_simulator():
     cfg = preset("pynq")       # the driver's compiled-in core
     prog = blocked_gemm(cfg, 64, 128, 32, 2)
-    rng = np.random.default_rng(6)
-    data = {k: rng.integers(-128, 128, b.shape).astype(np.int8)
-            for k, b in prog.buffers.items() if k != "out"}
-    image = prog.dram_image(data)
+    image = gemm_image(cfg, prog, 6)
     lib = driver()
     dev = lib.VTADeviceAlloc()
     buf = lib.VTAMemAlloc(image.size, 1)
@@ -328,9 +329,7 @@ int main(int argc, char **argv) {
 def test_driver_api_links_into_a_program_without_python(tmp_path):
     cfg = preset("pynq")
     prog = blocked_gemm(cfg, 64, 64, 32, 1)
-    rng = np.random.default_rng(7)
-    image = prog.dram_image({k: rng.integers(-128, 128, b.shape).astype(np.int8)
-                             for k, b in prog.buffers.items() if k != "out"})
+    image = gemm_image(cfg, prog, 7)
     phys = 4096                # the first buffer the driver hands out
     stream = encode_stream(relocate(prog.insns, cfg, phys), layout_for(cfg))
     (tmp_path / "main.c").write_text(MAIN_C)
@@ -362,11 +361,7 @@ def test_portable_builds_are_bit_identical(cflags, monkeypatch, tmp_path):
         for cfg_name in ("pynq", "2x16", "1x64"):
             cfg = preset(cfg_name)
             prog = blocked_gemm(cfg, 64, 128, 64, 2)
-            rng = np.random.default_rng(8)
-            py, cs = both(cfg, prog.dram_image({k: rng.integers(-128, 128, b.shape).astype(np.int8)
-                                                for k, b in prog.buffers.items() if k != "out"}))
-            assert py.run(prog.stream()) == cs.run(prog.stream())
-            assert_same_state(py, cs)
+            compare_runs(cfg, prog, gemm_image(cfg, prog, 8))
     finally:
         for f in (build.library_path, binding.load_library):
             f.cache_clear()

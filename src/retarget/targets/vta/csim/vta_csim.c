@@ -23,6 +23,7 @@
 #include "vta_csim.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,57 +44,45 @@ typedef int16_t wgt_mirror_t;   /* pairs */
 #define WGT_GROUP 2
 #endif
 
-/* The GEMM's inner step on VL int32 lanes, for VL consecutive outputs o:
+/* The GEMM's inner step on VL 32-bit lanes (a GCC/Clang vector type; unsigned, so sums wrap
+ * modulo 2^32 like the accumulator), for VL consecutive outputs o:
  * v_dot:  acc[o] += sum over one group j of x[j] * w[j][o] (a group is WGT_GROUP inputs, as
- *         the mirrors store them), wrapping;
+ *         the mirrors store them);
  * v_fix:  VNNI only: acc[o] -= 128 * sum(w[.][o]), undoing the inputs' +128 offset. */
 #ifdef GEMM_VNNI
 #define VL 16
-typedef __m512i vacc;
-static inline vacc v_zero(void) { return _mm512_setzero_si512(); }
-static inline vacc v_add(vacc a, vacc b) { return _mm512_add_epi32(a, b); }
-static inline vacc v_load(const int32_t *p) { return _mm512_loadu_si512((const void *)p); }
-static inline void v_store(int32_t *p, vacc v) { _mm512_storeu_si512((void *)p, v); }
+#elif defined(__AVX2__)
+#define VL 8
+#else
+#define VL 4       /* 16 bytes: what every target's vector registers (or a struct) hold */
+#endif
+typedef uint32_t vacc __attribute__((vector_size(VL * 4)));
+static inline vacc v_zero(void) { return (vacc){0}; }
+static inline vacc v_load(const int32_t *p) {
+  vacc v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void v_store(int32_t *p, vacc v) { memcpy(p, &v, sizeof v); }
+#ifdef GEMM_VNNI
 static inline vacc v_dot(vacc a, const inp_mirror_t *x, const wgt_mirror_t *w) {
   int32_t quad;
   memcpy(&quad, x, 4);
-  return _mm512_dpbusd_epi32(a, _mm512_set1_epi32(quad), _mm512_loadu_si512((const void *)w));
+  return (vacc)_mm512_dpbusd_epi32((__m512i)a, _mm512_set1_epi32(quad),
+                                   _mm512_loadu_si512((const void *)w));
 }
-static inline vacc v_fix(vacc a, const int32_t *wsum) { return _mm512_sub_epi32(a, v_load(wsum)); }
-#elif defined(__AVX2__)
-#define VL 8
-typedef __m256i vacc;
-static inline vacc v_zero(void) { return _mm256_setzero_si256(); }
-static inline vacc v_add(vacc a, vacc b) { return _mm256_add_epi32(a, b); }
-static inline vacc v_load(const int32_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline void v_store(int32_t *p, vacc v) { _mm256_storeu_si256((__m256i *)p, v); }
+static inline vacc v_fix(vacc a, const int32_t *wsum) { return a - v_load(wsum); }
+#else
 static inline vacc v_dot(vacc a, const inp_mirror_t *x, const wgt_mirror_t *w) {
+#ifdef __AVX2__
   int32_t pair;
   memcpy(&pair, x, 4);
-  return _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_set1_epi32(pair),
-                                                _mm256_loadu_si256((const __m256i *)w)));
-}
-static inline vacc v_fix(vacc a, const int32_t *wsum) { (void)wsum; return a; }
+  return a + (vacc)_mm256_madd_epi16(_mm256_set1_epi32(pair),
+                                      _mm256_loadu_si256((const __m256i *)w));
 #else
-#define VL 8
-typedef struct { uint32_t v[VL]; } vacc;
-static inline vacc v_zero(void) { vacc r = {{0}}; return r; }
-static inline vacc v_add(vacc a, vacc b) {
-  for (int l = 0; l < VL; l++) a.v[l] += b.v[l];
+  for (int l = 0; l < VL; l++) a[l] += (uint32_t)(x[0] * w[2 * l] + x[1] * w[2 * l + 1]);
   return a;
-}
-static inline vacc v_load(const int32_t *p) {
-  vacc r;
-  for (int l = 0; l < VL; l++) r.v[l] = (uint32_t)p[l];
-  return r;
-}
-static inline void v_store(int32_t *p, vacc v) {
-  for (int l = 0; l < VL; l++) p[l] = (int32_t)v.v[l];
-}
-static inline vacc v_dot(vacc a, const inp_mirror_t *x, const wgt_mirror_t *w) {
-  for (int l = 0; l < VL; l++)
-    a.v[l] += (uint32_t)(x[0] * w[2 * l] + x[1] * w[2 * l + 1]);
-  return a;
+#endif
 }
 static inline vacc v_fix(vacc a, const int32_t *wsum) { (void)wsum; return a; }
 #endif
@@ -353,6 +342,29 @@ static uint64_t dram_elem_bytes(const vta_config *c, int mem_type) {
   }
 }
 
+/* The unsigned 32-bit fields of a LOAD/STORE, and the loop fields GEMM and ALU share, as
+ * (field, where it goes in `insn`). */
+typedef struct field_slot { int field; size_t at; } field_slot;
+static const field_slot MEM_SLOTS[] = {
+    {VTA_F_SRAM_BASE, offsetof(insn, sram_base)}, {VTA_F_DRAM_BASE, offsetof(insn, dram_base)},
+    {VTA_F_Y_SIZE, offsetof(insn, y_size)},       {VTA_F_X_SIZE, offsetof(insn, x_size)},
+    {VTA_F_X_STRIDE, offsetof(insn, x_stride)},   {VTA_F_Y_PAD_0, offsetof(insn, y_pad_0)},
+    {VTA_F_Y_PAD_1, offsetof(insn, y_pad_1)},     {VTA_F_X_PAD_0, offsetof(insn, x_pad_0)},
+    {VTA_F_X_PAD_1, offsetof(insn, x_pad_1)}};
+static const field_slot LOOP_SLOTS[] = {
+    {VTA_F_UOP_BGN, offsetof(insn, uop_bgn)},        {VTA_F_UOP_END, offsetof(insn, uop_end)},
+    {VTA_F_ITER_OUT, offsetof(insn, iter_out)},      {VTA_F_ITER_IN, offsetof(insn, iter_in)},
+    {VTA_F_DST_FACTOR_OUT, offsetof(insn, dst_fo)},  {VTA_F_DST_FACTOR_IN, offsetof(insn, dst_fi)},
+    {VTA_F_SRC_FACTOR_OUT, offsetof(insn, src_fo)},  {VTA_F_SRC_FACTOR_IN, offsetof(insn, src_fi)}};
+
+static void get_slots(const vta_config *c, uint64_t lo, uint64_t hi, insn *d,
+                      const field_slot *slots, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t v = get(c, lo, hi, slots[i].field);
+    memcpy((char *)d + slots[i].at, &v, sizeof v);
+  }
+}
+
 /* Decode word `index`; 0 or a fault. */
 static int decode(const vta_config *c, const uint8_t *p, int64_t index, insn *d, vta_result *r) {
   uint64_t lo = load_le64(p), hi = load_le64(p + 8);
@@ -373,27 +385,12 @@ static int decode(const vta_config *c, const uint8_t *p, int64_t index, insn *d,
         return fail(r, VTA_ERR_FAULT, VTA_FAULT_DECODE, index,
                     "%s with unknown memory type %u; known: UOP=0, WGT=1, INP=2, ACC=3, OUT=4, "
                     "ACC_8BIT=5", d->opcode == OP_LOAD ? "LOAD" : "STORE", d->mem_type);
-      d->sram_base = get(c, lo, hi, VTA_F_SRAM_BASE);
-      d->dram_base = get(c, lo, hi, VTA_F_DRAM_BASE);
-      d->y_size = get(c, lo, hi, VTA_F_Y_SIZE);
-      d->x_size = get(c, lo, hi, VTA_F_X_SIZE);
-      d->x_stride = get(c, lo, hi, VTA_F_X_STRIDE);
-      d->y_pad_0 = get(c, lo, hi, VTA_F_Y_PAD_0);
-      d->y_pad_1 = get(c, lo, hi, VTA_F_Y_PAD_1);
-      d->x_pad_0 = get(c, lo, hi, VTA_F_X_PAD_0);
-      d->x_pad_1 = get(c, lo, hi, VTA_F_X_PAD_1);
+      get_slots(c, lo, hi, d, MEM_SLOTS, sizeof MEM_SLOTS / sizeof *MEM_SLOTS);
       return 0;
     case OP_GEMM:
     case OP_ALU:
       d->reset = (uint8_t)get(c, lo, hi, VTA_F_RESET);
-      d->uop_bgn = get(c, lo, hi, VTA_F_UOP_BGN);
-      d->uop_end = get(c, lo, hi, VTA_F_UOP_END);
-      d->iter_out = get(c, lo, hi, VTA_F_ITER_OUT);
-      d->iter_in = get(c, lo, hi, VTA_F_ITER_IN);
-      d->dst_fo = get(c, lo, hi, VTA_F_DST_FACTOR_OUT);
-      d->dst_fi = get(c, lo, hi, VTA_F_DST_FACTOR_IN);
-      d->src_fo = get(c, lo, hi, VTA_F_SRC_FACTOR_OUT);
-      d->src_fi = get(c, lo, hi, VTA_F_SRC_FACTOR_IN);
+      get_slots(c, lo, hi, d, LOOP_SLOTS, sizeof LOOP_SLOTS / sizeof *LOOP_SLOTS);
       if (d->opcode == OP_GEMM) {
         d->wgt_fo = get(c, lo, hi, VTA_F_WGT_FACTOR_OUT);
         d->wgt_fi = get(c, lo, hi, VTA_F_WGT_FACTOR_IN);
@@ -708,7 +705,7 @@ static void gemm_point(vta_sim *s, const insn *d, uint64_t dy, uint64_t sy, uint
         if (dst != cur) {
           if (cur != UINT64_MAX) {
             int32_t *a = s->acc + (cur * batch + b) * bo + o;
-            v_store(a, v_add(v_load(a), v_add(v_add(s0, s1), v_add(s2, s3))));
+            v_store(a, v_load(a) + ((s0 + s1) + (s2 + s3)));
             s0 = s1 = s2 = s3 = v_zero();
           }
           cur = dst;
@@ -728,7 +725,7 @@ static void gemm_point(vta_sim *s, const insn *d, uint64_t dy, uint64_t sy, uint
         for (; g < ng; g++) s0 = v_dot(s0, x + g * WGT_GROUP, w + g * stride);
       }
       int32_t *a = s->acc + (cur * batch + b) * bo + o;
-      v_store(a, v_add(v_load(a), v_add(v_add(s0, s1), v_add(s2, s3))));
+      v_store(a, v_load(a) + ((s0 + s1) + (s2 + s3)));
     }
 }
 
