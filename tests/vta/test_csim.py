@@ -210,11 +210,14 @@ def test_confinement_and_work_limit(monkeypatch):
             return None if end <= 2048 else f"bytes [0x{start:x}, 0x{end:x}) outside"
 
     stream = encode_stream(prefix(cfg) + [FinishInsn()], layout_for(cfg))
+    messages = []
     for sim in both(cfg, image_for(cfg)):
         sim.mem.confine = Confine()
         with pytest.raises(SimulationError, match="confinement") as info:
             sim.run(stream)
         assert info.value.index == 2            # the WGT load reads from byte 2048 on
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]           # the confinement's own words, both times
     monkeypatch.setenv("RETARGET_MAX_DEVICE_WORK", "100")
     for sim in both(cfg, image_for(cfg)):
         with pytest.raises(ResourceLimitError, match="work limit"):

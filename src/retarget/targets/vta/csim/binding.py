@@ -24,7 +24,7 @@ from ..sim.sim import (MODULES_ALU, QUEUES, SimCounters, SimResult, _fail, deadl
                        early_finish_error, missing_finish_error)
 from .build import CSimUnavailable, library_path
 
-ABI = 1
+ABI = 2
 FIELD_COUNT = 32
 MODULES, QUEUE_SLOTS = 4, 6
 OK, ERR_DEADLOCK, ERR_FAULT, ERR_WORK, ERR_ARG = range(5)
@@ -61,6 +61,7 @@ class Result(C.Structure):
                 ("finish_index", C.c_int64), ("tokens", C.c_int64 * QUEUE_SLOTS),
                 ("work", C.c_double), ("fault", C.c_int32), ("error_index", C.c_int64),
                 ("blocked", C.c_int64 * MODULES), ("waits", C.c_uint32 * MODULES),
+                ("outside", C.c_uint64 * 2), ("outside_prefix", C.c_uint32),
                 ("message", C.c_char * 1024)]
 
 
@@ -227,6 +228,10 @@ class CSimulator:
         if r.fault == FAULT_DECODE:
             return SimulationError(f"instruction {i}: {msg}", i)
         if r.fault == FAULT_INSN:
+            if r.outside_prefix and self.mem.confine is not None:
+                # the confinement's own words (they say what the address hit)
+                problem = self.mem.confine.violation(r.outside[0], r.outside[1])
+                msg = f"{msg[:r.outside_prefix]}: {problem}"
             return _fail(i, insns[i], msg)
         if r.fault == FAULT_NO_FINISH:
             return missing_finish_error(insns)

@@ -472,6 +472,9 @@ static int check_dram(vta_sim *s, uint64_t base, uint64_t rows, uint64_t row_byt
       at += (size_t)snprintf(given + at, sizeof given - at, "%s[0x%llx, 0x%llx)", i ? ", " : "",
                              (unsigned long long)s->allowed[i].start,
                              (unsigned long long)s->allowed[i].end);
+    r->outside[0] = base;
+    r->outside[1] = end;
+    r->outside_prefix = (uint32_t)strlen("memory confinement: ") + (uint32_t)strlen(what);
     return FAULT("memory confinement: %s: bytes [0x%llx, 0x%llx) are outside the memory this "
                  "task was given (its allocations: %s)", what, (unsigned long long)base,
                  (unsigned long long)end, given);

@@ -20,7 +20,7 @@ extern "C" {
 #include <stddef.h>
 #include <stdint.h>
 
-#define VTA_CSIM_ABI 1        /* bumped whenever a struct below changes */
+#define VTA_CSIM_ABI 2        /* bumped whenever a struct below changes */
 
 /* Instruction and micro-op fields, in the order of the published instruction table. */
 enum vta_field_id {
@@ -90,6 +90,8 @@ typedef struct vta_result {
   int64_t error_index;           /* the instruction at fault; -1 when none */
   int64_t blocked[VTA_MODULES];  /* EARLY_FINISH / DEADLOCK: each module's next instruction */
   uint32_t waits[VTA_MODULES];   /* DEADLOCK: bit q set when that module waits on queue q */
+  uint64_t outside[2];           /* a confinement fault: the byte range [start, end) refused */
+  uint32_t outside_prefix;       /* ... and the length of "memory confinement: <access>" */
   char message[1024];            /* the fault, without the instruction's name */
 } vta_result;
 
