@@ -778,7 +778,8 @@ static int run_gemm(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
   return 0;
 }
 
-static inline int32_t alu_apply(int op, int32_t a, int32_t b) {
+/* The tensor ALU on one int32 lane, wrapping like the hardware. */
+static inline int32_t alu_lane(int op, int32_t a, int32_t b) {
   switch (op) {
     case ALU_MIN: return a < b ? a : b;
     case ALU_MAX: return a > b ? a : b;
@@ -790,40 +791,24 @@ static inline int32_t alu_apply(int op, int32_t a, int32_t b) {
   }
 }
 
-/* One accumulator entry's lanes, with the op chosen once per entry (so the loops vectorise).
- * `b` is either `a` itself or another entry, never a partial overlap. */
-static void alu_imm(int op, int32_t *restrict a, int32_t imm, uint64_t n) {
-  switch (op) {
-    case ALU_MIN: for (uint64_t l = 0; l < n; l++) a[l] = a[l] < imm ? a[l] : imm; break;
-    case ALU_MAX: for (uint64_t l = 0; l < n; l++) a[l] = a[l] > imm ? a[l] : imm; break;
-    case ALU_ADD:
-      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] + (uint32_t)imm);
-      break;
-    case ALU_MUL:
-      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] * (uint32_t)imm);
-      break;
-    default:
-      if (imm >= 0) {
-        int sh = imm & 31;
-        for (uint64_t l = 0; l < n; l++) a[l] = a[l] >> sh;
-      } else {
-        int sh = (int)((-(int64_t)imm) & 31);
-        for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] << sh);
-      }
-  }
+/* One accumulator entry's lanes against another entry `b` (which is `a` itself or disjoint
+ * from it) or, when `b` is NULL, the immediate. Inlined with `op` a constant (alu_entry), so
+ * the switch folds away and the loops vectorise. */
+static inline __attribute__((always_inline)) void alu_lanes(int op, int32_t *a, const int32_t *b,
+                                                            int32_t imm, uint64_t n) {
+  if (b)
+    for (uint64_t l = 0; l < n; l++) a[l] = alu_lane(op, a[l], b[l]);
+  else
+    for (uint64_t l = 0; l < n; l++) a[l] = alu_lane(op, a[l], imm);
 }
 
-static void alu_vec(int op, int32_t *a, const int32_t *b, uint64_t n) {
+static void alu_entry(int op, int32_t *a, const int32_t *b, int32_t imm, uint64_t n) {
   switch (op) {
-    case ALU_MIN: for (uint64_t l = 0; l < n; l++) a[l] = a[l] < b[l] ? a[l] : b[l]; break;
-    case ALU_MAX: for (uint64_t l = 0; l < n; l++) a[l] = a[l] > b[l] ? a[l] : b[l]; break;
-    case ALU_ADD:
-      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] + (uint32_t)b[l]);
-      break;
-    case ALU_MUL:
-      for (uint64_t l = 0; l < n; l++) a[l] = (int32_t)((uint32_t)a[l] * (uint32_t)b[l]);
-      break;
-    default: for (uint64_t l = 0; l < n; l++) a[l] = alu_apply(ALU_SHR, a[l], b[l]);
+    case ALU_MIN: alu_lanes(ALU_MIN, a, b, imm, n); break;
+    case ALU_MAX: alu_lanes(ALU_MAX, a, b, imm, n); break;
+    case ALU_ADD: alu_lanes(ALU_ADD, a, b, imm, n); break;
+    case ALU_MUL: alu_lanes(ALU_MUL, a, b, imm, n); break;
+    default: alu_lanes(ALU_SHR, a, b, imm, n);
   }
 }
 
@@ -847,8 +832,8 @@ static int run_alu(vta_sim *s, const insn *d, int64_t index, vta_result *r) {
       uint64_t dy = y * d->dst_fo + x * d->dst_fi, sy = y * d->src_fo + x * d->src_fi;
       for (uint32_t k = d->uop_bgn; k < d->uop_end; k++) {
         int32_t *a = s->acc + (u[k * 3] + dy) * lanes;
-        if (d->use_imm) alu_imm(d->alu_op, a, d->imm, lanes);
-        else alu_vec(d->alu_op, a, s->acc + (u[k * 3 + 1] + sy) * lanes, lanes);
+        alu_entry(d->alu_op, a, d->use_imm ? NULL : s->acc + (u[k * 3 + 1] + sy) * lanes,
+                  d->imm, lanes);
       }
     }
   return 0;
