@@ -247,6 +247,16 @@ def test_no_compiler_falls_back_or_fails(monkeypatch, tmp_path):
         assert isinstance(VTADevice("pynq", memory_bytes=DRAM, simulator="auto").sim, Simulator)
         with pytest.raises(DeviceError, match="simulator='c' but cannot run the C compiler"):
             VTADevice("pynq", memory_bytes=DRAM, simulator="c")
+        # a compiler that fails: reported once, then remembered (no rebuild per device)
+        monkeypatch.delenv("RETARGET_VTA_CC")
+        monkeypatch.setenv("RETARGET_VTA_CFLAGS", "--no-such-flag")
+        with pytest.raises(DeviceError, match="building the VTA C simulator failed"):
+            VTADevice("pynq", memory_bytes=DRAM, simulator="c")
+        calls = []
+        monkeypatch.setattr(build.subprocess, "run", lambda *a, **k: calls.append(a))
+        for f in (build.library_path, binding.load_library):
+            f.cache_clear()
+        assert isinstance(VTADevice("pynq", memory_bytes=DRAM).sim, Simulator) and not calls
     finally:
         for f in (build.library_path, binding.load_library):
             f.cache_clear()

@@ -74,17 +74,36 @@ def _key(cc: list[str]) -> str:
     return h.hexdigest()[:20]
 
 
+# Builds that failed in this process, by key: "auto" devices fall back to the Python simulator
+# at once instead of re-running a failing compiler for every device.
+_FAILED: dict[str, CSimUnavailable] = {}
+
+
 @lru_cache(maxsize=None)
 def library_path() -> Path:
     """The built library, compiling it on first use (cached on disk across processes)."""
     cc = compiler()
-    target = cache_root() / "vta-csim" / _key(cc) / LIBRARY
+    key = _key(cc)
+    if key in _FAILED:
+        raise _FAILED[key]
+    try:
+        return _build(cc, cache_root() / "vta-csim" / key / LIBRARY)
+    except CSimUnavailable as e:
+        _FAILED[key] = e
+        raise
+
+
+def _build(cc: list[str], target: Path) -> Path:
     if target.is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     errors = []
     for flags in flag_sets():
-        fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=target.parent)
+        except OSError as e:
+            raise CSimUnavailable(f"cannot write the VTA C simulator's build cache "
+                                  f"{target.parent} ({e}); set ${CACHE_ENV}") from None
         os.close(fd)
         cmd = [*cc, *flags, *COMMON_FLAGS, "-o", tmp, *(str(HERE / n) for n in SOURCES)]
         try:
