@@ -9,10 +9,12 @@ where LOAD instructions read, STORE results are read back with copy_from_device.
                counters: the simulator's (inp/wgt/acc/uop load bytes, out store bytes,
                          gemm/alu counters, instructions per module) plus "instructions".
 
-The SRAMs persist between tasks, as on the board. Which simulator runs the streams is the option
-`simulator`: "c" (retarget's C simulator, targets/vta/csim; an error if it cannot be built),
-"python" (the reference, targets/vta/sim) or "auto" (C when a C compiler is available, else
-Python); the default is $RETARGET_VTA_SIM, else "auto". Both are bit-identical. Programs from the StreamBuilder use DRAM
+Which simulator runs the streams is the option `simulator`: "c" (retarget's C simulator,
+targets/vta/csim; an error if it cannot be built), "python" (the reference, targets/vta/sim) or
+"auto" (C when a C compiler is available, else Python); the default is $RETARGET_VTA_SIM, else
+"auto". Both are bit-identical (docs/vta-csim.md).
+
+The SRAMs persist between tasks, as on the board. Programs from the StreamBuilder use DRAM
 addresses from 0; `load_program` places one anywhere in device memory by relocating the
 dram_base of its LOAD/STORE instructions (like a loader relocating a binary).
 """
@@ -61,7 +63,8 @@ def simulator_choice(option: str | None) -> str:
 
 
 class VTADevice(StreamDevice):
-    """A VTA accelerator simulated bit-exactly (targets/vta/sim) as a Device."""
+    """A VTA accelerator simulated bit-exactly (targets/vta/csim or targets/vta/sim) as a
+    Device."""
 
     name = "vta"
     insn_bytes = INSN_BYTES
