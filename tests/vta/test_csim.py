@@ -4,8 +4,13 @@ deliberately bad streams, the device option that picks one, and the VTA driver A
 from __future__ import annotations
 
 import ctypes as C
+import os
+import platform
+import shutil
 import subprocess
+import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -406,3 +411,44 @@ def test_mutated_streams_agree_with_the_python_simulator(cfg_name):
         assert_same_state(py, cs)
         outcomes.add(results[0][0].__name__ if isinstance(results[0], tuple) else "ok")
     assert {"ok", "SimulationError"} <= outcomes, outcomes
+
+
+EMULATED_RUN = """
+import numpy as np
+from retarget.targets.vta.builder import StreamBuilder
+from retarget.targets.vta.config import preset
+from retarget.targets.vta.csim import binding, build
+from retarget.targets.vta.isa import MemType
+from retarget.targets.vta.sim import Simulator
+cfg = preset("pynq")
+b = StreamBuilder(cfg)
+b.alloc("x", (4, 2, 1, 16)); b.alloc("w", (2, 2, 16, 16)); b.alloc("y", (4, 2, 1, 16))
+mac = b.uop_kernel([(j, k, j * 2 + k) for j in range(2) for k in range(2)], [(4, 2, 2)])
+b.load_2d(MemType.INP, 0, "x", 0, 2, 4, 2); b.load_2d(MemType.WGT, 0, "w", 0, 2, 2, 2)
+b.dep_push(1, 2); b.dep_pop(1, 2)
+b.gemm(b.uop_kernel([(j, 0, 0) for j in range(2)], [(4, 2, 0)]), reset=True); b.gemm(mac)
+b.dep_push(2, 3); b.dep_pop(2, 3); b.store_2d(0, "y", 0, 2, 4, 2)
+p = b.finish()
+rng = np.random.default_rng(0)
+image = p.dram_image({n: rng.integers(-128, 128, p.buffers[n].shape).astype(np.int8) for n in "xw"})
+a, c = image.copy(), image.copy()
+Simulator(cfg, dram=a).run(p.stream())
+binding.CSimulator(cfg, dram=c).run(p.stream())
+print(" ".join(build.flag_sets()[0]), np.array_equal(a, c))
+"""
+
+
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None or platform.machine() != "x86_64",
+                    reason="qemu-x86_64 is not installed (apt-get install qemu-user)")
+def test_runs_on_an_emulated_avx2_cpu_whatever_cpu_compiles(tmp_path):
+    """The process runs on an emulated Haswell (AVX2, no AVX-512) while gcc runs natively: the
+    library is built for what the process can execute (with -march=native it would die of an
+    illegal instruction), and gives the Python simulator's bytes."""
+    python = os.path.realpath(sys.executable)
+    env = dict(os.environ, RETARGET_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=str(Path(binding.__file__).resolve().parents[4]))
+    env.pop("RETARGET_VTA_CFLAGS", None)
+    r = subprocess.run(["qemu-x86_64", "-cpu", "Haswell", python, "-c", EMULATED_RUN], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["-O3", "-mavx2", "-mfma", "True"]

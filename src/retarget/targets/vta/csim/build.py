@@ -4,9 +4,12 @@ The library is built once per distinct (sources, compiler command, machine) into
 `$RETARGET_CACHE_DIR/vta-csim/<hash>/libvtacsim.so` (default cache directory:
 `$XDG_CACHE_HOME/retarget`, else `~/.cache/retarget`), written under a temporary name and
 renamed into place, so concurrent processes never load a half-written file. The compiler is
-`$RETARGET_VTA_CC` (words split as a shell would), else `cc`, else `gcc`; it is asked for
-`-O3 -march=native` (the GEMM uses AVX2 / AVX-512 VNNI when the host has them) and, should that
-fail, for plain `-O2`; `$RETARGET_VTA_CFLAGS` replaces both (e.g. "-O2" for a portable build).
+`$RETARGET_VTA_CC` (words split as a shell would), else `cc`, else `gcc`; it is asked for `-O3`
+with the vector extensions *this process* can execute, as NumPy detected them at run time
+(AVX-512 VNNI or AVX2 on x86; the GEMM has a form for each), and, should that fail, for plain
+`-O2`; `$RETARGET_VTA_CFLAGS` replaces both (e.g. "-O2" for a portable build). Not
+`-march=native`: the compiler may run on another CPU than the process that loads the library
+(an emulated CPU, a cache shared between machines), and the cache key includes the flags.
 """
 from __future__ import annotations
 
@@ -29,7 +32,10 @@ LIBRARY = "libvtacsim.so"
 CC_ENV = "RETARGET_VTA_CC"
 CACHE_ENV = "RETARGET_CACHE_DIR"
 CFLAGS_ENV = "RETARGET_VTA_CFLAGS"
-FLAG_SETS = (("-O3", "-march=native"), ("-O2",))
+# x86 extensions by NumPy's runtime CPU feature names: what the GEMM's forms need, best first
+X86_FLAGS = ((("AVX512F", "AVX512BW", "AVX512VNNI", "AVX2", "FMA3"),
+              ("-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vnni")),
+             (("AVX2", "FMA3"), ("-mavx2", "-mfma")))
 COMMON_FLAGS = ("-std=c11", "-fPIC", "-shared")
 BUILD_TIMEOUT_S = 300
 
@@ -60,10 +66,30 @@ def source_paths() -> list[Path]:
     return [HERE / n for n in SOURCES + HEADERS]
 
 
+def cpu_features() -> dict[str, bool]:
+    """The CPU features NumPy found at run time (by CPUID: the CPU this process runs on)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__
+    except ImportError:   # NumPy < 2
+        from numpy.core._multiarray_umath import __cpu_features__
+    return dict(__cpu_features__)
+
+
+def vector_flags() -> tuple[str, ...]:
+    """Compiler flags for the best vector extensions this process can run (none off x86)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return ()
+    features = cpu_features()
+    for needed, flags in X86_FLAGS:
+        if all(features.get(f) for f in needed):
+            return flags
+    return ()
+
+
 def flag_sets() -> tuple[tuple[str, ...], ...]:
     if os.environ.get(CFLAGS_ENV) is not None:
         return (tuple(shlex.split(os.environ[CFLAGS_ENV])),)
-    return FLAG_SETS
+    return (("-O3", *vector_flags()), ("-O2",))
 
 
 def _key(cc: list[str]) -> str:
