@@ -195,3 +195,12 @@ def test_cheapest_prices_the_copies_from_other_devices(split):
         assert on[unit[0]].placement == want, on[unit[0]].reason
         assert on["/layer1.0.conv2/Conv"].placement == "dnnvm"
     assert "copying in" in on[unit[0]].reason
+
+
+def test_demo_runs_across_two_devices(capsys):
+    from retarget.cli import main
+    assert main(["demo", "--target", "dnnvm,vta", "--limit", "8", "--batch", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "bit-exact vs the integer reference: 8/8 images" in out and "demo: OK" in out
+    assert "dnnvm.instructions" in out and "vta.instructions" in out
+    assert main(["demo", "--target", "vta,nope"]) == 2
