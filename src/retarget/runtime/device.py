@@ -98,6 +98,7 @@ class DeviceStats:
     tasks_completed: int
     tasks_queued: int
     execute_seconds: float
+    backing_bytes: int = 0         # host memory backing the device memory now (it grows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,8 @@ class TaskMemory:
 
 
 POISON = 0xDB   # what freed device memory is filled with
+# Host memory a device starts with; it grows (doubling) as allocations need more (_grow).
+INITIAL_BACKING = 1 << 20
 # A task argument any kernel may carry: a tuple of pointers to further allocations the task may
 # touch besides its kernel's pointer arguments (e.g. the DRAM image a VTA stream reads and writes).
 MEMORY_ARG = "memory"
@@ -211,6 +214,10 @@ def _locked(method):
     return wrapper
 
 
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
 def _is_address(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -284,8 +291,35 @@ class SimulatedDevice(Device):
         allocator = BestFitAllocator(size, merged["alignment"])  # validates alignment
         self.options = merged
         self._allocator = allocator
-        # np.zeros maps pages lazily, so a large simulated DRAM costs only what is touched.
-        self._memory = np.zeros(size, dtype=np.uint8)
+        # `memory_bytes` is the device's address space; host memory backs only what has been
+        # allocated (see _grow), so a 2 GiB device running a 40 KiB model reserves kilobytes.
+        self._memory = self._new_memory(min(size, INITIAL_BACKING))
+        self.memory_moved()
+
+    def _new_memory(self, nbytes: int) -> np.ndarray:
+        """Zeroed host memory backing device addresses [0, nbytes) (a subclass may align it)."""
+        return np.zeros(nbytes, dtype=np.uint8)
+
+    def memory_moved(self) -> None:
+        """Hook: `self._memory` is a new array (configured, or grown to hold a new allocation);
+        a simulator holding the old one re-points to it here. Called outside any task."""
+
+    def _grow(self, end: int) -> None:
+        """Back device addresses [0, end) with host memory: at least double the backing, at
+        most the device's size, the contents kept."""
+        if end <= self._memory.size:
+            return
+        size = min(self.allocator.capacity,
+                   max(end, 2 * self._memory.size) + (-max(end, 2 * self._memory.size)) % 4096)
+        try:
+            grown = self._new_memory(size)
+        except MemoryError:
+            raise DeviceError(f"{self.name}: the host cannot back {size} bytes of device memory "
+                              f"(an allocation ends at 0x{end:x}); the device's address space "
+                              f"is {self.allocator.capacity} bytes") from None
+        grown[:self._memory.size] = self._memory
+        self._memory = grown
+        self.memory_moved()
 
     @property
     def allocator(self) -> BestFitAllocator:
@@ -297,9 +331,15 @@ class SimulatedDevice(Device):
     @_locked
     def malloc(self, nbytes: int, align: int = 64) -> DevicePtr:
         try:
-            return self.allocator.malloc(nbytes, align)
+            ptr = self.allocator.malloc(nbytes, align)
         except DeviceError as e:
             raise DeviceError(f"{self.name}: {e}") from None
+        try:
+            self._grow(ptr + _round_up(nbytes, self.allocator.alignment))
+        except DeviceError:
+            self.allocator.free(ptr)
+            raise
+        return ptr
 
     @_locked
     def free(self, ptr: DevicePtr) -> None:
@@ -511,6 +551,7 @@ class SimulatedDevice(Device):
             tasks_completed=len(self.history),
             tasks_queued=len(self._queue),
             execute_seconds=self._execute_seconds,
+            backing_bytes=int(self._memory.size),
         )
 
 

@@ -71,6 +71,14 @@ class StreamDevice(SimulatedDevice):
         """The target's simulator over this device's memory (`self._memory`)."""
         raise NotImplementedError(f"{type(self).__name__}.make_simulator")
 
+    def memory_moved(self) -> None:
+        if self.sim is not None:
+            self.sim_memory_moved()
+
+    def sim_memory_moved(self) -> None:
+        """Point the simulator at the grown `self._memory`, keeping its on-chip state."""
+        raise NotImplementedError(f"{type(self).__name__}.sim_memory_moved")
+
     @property
     def run_kind(self) -> str:
         return f"{self.name}.run"

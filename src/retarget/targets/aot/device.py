@@ -67,15 +67,11 @@ class LibraryDevice(SimulatedDevice):
         self._handles = itertools.count(1)
         super().__init__(**options)
 
-    def configure(self, **options) -> None:
-        """As SimulatedDevice.configure, with the memory aligned to a page, so a 64-byte
-        aligned device pointer is a 64-byte aligned host address."""
-        super().configure(**options)
-        with self.lock:
-            size = self.options["memory_bytes"]
-            raw = np.zeros(size + _PAGE, dtype=np.uint8)     # pages mapped lazily
-            start = (-raw.ctypes.data) % _PAGE
-            self._memory = raw[start:start + size]
+    def _new_memory(self, nbytes: int) -> np.ndarray:
+        """Page-aligned, so a 64-byte aligned device pointer is a 64-byte aligned host address."""
+        raw = np.zeros(nbytes + _PAGE, dtype=np.uint8)     # pages mapped lazily
+        start = (-raw.ctypes.data) % _PAGE
+        return raw[start:start + nbytes]
 
     def load_library(self, path: Path, spec: LibrarySpec) -> int:
         """Load a library retarget built (never one from an artifact: see kernel.py) and
