@@ -63,3 +63,17 @@ def fresh(tmp_path):
         shutil.copytree(artifact[0], dst)
         return dst
     return copy
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """The bundled digits CNN and one input."""
+    g = retarget.load(ROOT / "src/retarget/data/digits_cnn.onnx")
+    return g, _inputs(g, 0)
+
+
+def compile_digits(g, x, target: str):
+    """The digits CNN compiled for `target` (C targets built quickly, at -O0)."""
+    if target in ("c", "sunway"):
+        return retarget.compile(g, target, config={"cflags": "-O0 -std=c99"})
+    return retarget.compile(g, target, calibration=[x])

@@ -15,6 +15,8 @@ import pytest
 import retarget
 from retarget.runtime.device import SimulatedDevice
 
+from .conftest import compile_digits
+
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = ("vta", "dnnvm", "nvdla", "c", "sunway")
 
@@ -41,26 +43,12 @@ def test_device_memory_is_backed_only_as_far_as_it_is_allocated():
     assert int(dev.copy_from_device(big + (3 << 20) - 1, (1,), np.uint8)[0]) == 7
 
 
-@pytest.fixture(scope="module")
-def digits():
-    g = retarget.load(ROOT / "src/retarget/data/digits_cnn.onnx")
-    x = {v.name: np.random.default_rng(0).standard_normal(v.type.shape).astype(np.float32)
-         for v in g.inputs}
-    return g, x
-
-
-def _compile(g, x, target):
-    if target in ("c", "sunway"):
-        return retarget.compile(g, target, config={"cflags": "-O0 -std=c99"})
-    return retarget.compile(g, target, calibration=[x])
-
-
 @pytest.mark.parametrize("target", ["vta", "dnnvm", "nvdla"])
 def test_a_simulator_keeps_running_after_its_device_memory_grew(digits, target):
     """A loaded program keeps working when later allocations grow the device's memory (the
     simulator re-points to the new array; its on-chip state is kept)."""
     g, x = digits
-    m = _compile(g, x, target)
+    m = compile_digits(g, x, target)
     expected = m.run(x)
     dev = m.target.make_device()
     m.bind(dev)
@@ -79,7 +67,7 @@ def test_a_simulator_keeps_running_after_its_device_memory_grew(digits, target):
 @pytest.mark.parametrize("target", TARGETS)
 def test_a_small_model_reserves_little_host_memory(digits, target):
     g, x = digits
-    m = _compile(g, x, target)
+    m = compile_digits(g, x, target)
     m.run(x)
     assert m._executor.device.stats().backing_bytes <= 8 << 20
     m.close()

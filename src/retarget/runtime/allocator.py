@@ -31,6 +31,9 @@ class Allocation:
     start: int
     size: int
     reserved: int
+    # Which allocation this is: unique per allocator, never reused, so a handle that recorded
+    # an allocation can tell it from a later one at the same address (a stale handle).
+    serial: int = 0
 
     @property
     def end(self) -> int:
@@ -90,6 +93,7 @@ class BestFitAllocator:
         self._used = 0
         self._requested = 0
         self._peak_used = 0
+        self._serial = 0
 
     # ---- allocation ----------------------------------------------------------------------------
 
@@ -125,7 +129,8 @@ class BestFitAllocator:
             leftovers.append((best_start + reserved, block_end - best_start - reserved))
         self._free[best_index:best_index + 1] = leftovers
 
-        self._live[best_start] = Allocation(best_start, nbytes, reserved)
+        self._serial += 1
+        self._live[best_start] = Allocation(best_start, nbytes, reserved, self._serial)
         bisect.insort(self._live_starts, best_start)
         self._used += reserved
         self._requested += nbytes

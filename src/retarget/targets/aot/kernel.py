@@ -159,11 +159,11 @@ class LibraryKernel(Kernel):
             raise TargetError(f"the {self.target_name} target's kernels run on a "
                               f"LibraryDevice, not {type(device).__name__}")
         build = self.ensure_built()
-        handle = device.load_library(build.library, self.library_spec())
         w = device.malloc(max(1, self.program.weights_bytes))
         arena = device.malloc(max(1, self.program.arena_bytes))
         if self.weights.size:
             device.copy_to_device(w, self.weights)
+        handle = device.load_library(build.library, self.library_spec(), w, arena)
         self._on_device[id(device)] = (handle, w, arena)
 
     def run(self, device, inputs: Sequence[int], outputs: Sequence[int]) -> list:
@@ -180,9 +180,9 @@ class LibraryKernel(Kernel):
         placed = self._on_device.pop(id(device), None)
         if placed is not None:
             handle, w, arena = placed
+            device.unload_library(handle)
             device.free(w)
             device.free(arena)
-            device.unload_library(handle)
 
     # ---- artifact -----------------------------------------------------------------------------
     def save(self, directory: Path, weights: WeightStore) -> dict:
