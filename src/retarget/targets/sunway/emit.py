@@ -27,7 +27,7 @@ from ...loopnest.ir import Access, Copy, Kernel, Load, Loop, Store, Tensor, walk
 from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output_copies,
                          pointer)
 from ..aot.program import Call, Program
-from .config import SunwayConfig
+from .config import DEFAULT_CFLAGS, SunwayConfig
 from .schedule import runs_on
 
 RUNTIME = ("athread_emu.h", "athread_emu.c")
@@ -298,7 +298,7 @@ def makefile(p: Program, config: SunwayConfig) -> str:
         "ifeq ($(origin CC),default)",
         "CC = gcc",
         "endif",
-        f"CFLAGS ?= {config.cflags}",
+        f"CFLAGS ?= {DEFAULT_CFLAGS}",
         "EMUFLAGS = -DRT_EMULATE -Werror=implicit-function-declaration",
         "LDLIBS = -lm -pthread",
         f"SLAVES = {slaves}",
