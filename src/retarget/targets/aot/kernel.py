@@ -57,9 +57,10 @@ def new_build_dir(region: str, build_dir: str = "") -> tuple[Path, bool]:
     else a new temporary directory. The flag says whether it is temporary (removed with the
     kernel)."""
     from ...loopnest.c_printer import c_identifier
+    name = c_identifier(region)[:64]     # a region's name comes from the artifact: bounded
     if build_dir:
-        return Path(build_dir) / c_identifier(region), False
-    return Path(tempfile.mkdtemp(prefix=f"retarget-{c_identifier(region)}-")), True
+        return Path(build_dir) / name, False
+    return Path(tempfile.mkdtemp(prefix=f"retarget-{name}-")), True
 
 
 class LibraryKernel(Kernel):
