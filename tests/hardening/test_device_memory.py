@@ -43,10 +43,11 @@ def test_device_memory_is_backed_only_as_far_as_it_is_allocated():
     assert int(dev.copy_from_device(big + (3 << 20) - 1, (1,), np.uint8)[0]) == 7
 
 
-@pytest.mark.parametrize("target", ["vta", "dnnvm", "nvdla"])
-def test_a_simulator_keeps_running_after_its_device_memory_grew(digits, target):
-    """A loaded program keeps working when later allocations grow the device's memory (the
-    simulator re-points to the new array; its on-chip state is kept)."""
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_loaded_program_keeps_running_after_its_device_memory_grew(digits, target):
+    """A loaded program keeps working when later allocations grow the device's memory (a
+    simulator re-points to the new array, keeping its on-chip state; a C library is handed
+    the new addresses at each run)."""
     g, x = digits
     m = compile_digits(g, x, target)
     expected = m.run(x)
@@ -58,7 +59,7 @@ def test_a_simulator_keeps_running_after_its_device_memory_grew(digits, target):
     got = m.run(x)
     dev.malloc(8 * first)                # grow again with the program already loaded
     again = m.run(x)
-    for name in expected:
+    for name in expected:   # the same code on the same data: equal, float targets included
         assert np.array_equal(got[name], expected[name])
         assert np.array_equal(again[name], expected[name])
     m.close()
