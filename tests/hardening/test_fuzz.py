@@ -258,7 +258,8 @@ def test_mutated_onnx_files_give_the_answer_or_a_retarget_error(onnx_case, tmp_p
 # directory), compiler options that load code, huge numbers, NaN, wrong types. "{out}" is a
 # directory outside the artifact that must stay empty; "{marker}" a file that appears only if
 # a command ran.
-HOSTILE = ["-c 'touch {marker}' --", "{out}/evil -fplugin={out}/x.so -specs={out}/x.specs",
+HOSTILE = ["-c 'touch {marker}' --",
+           "../outside/evil -fplugin=../outside/x.so -specs=../outside/x.specs",   # from cwd/
            2 ** 62, float("nan"), []]
 CONFIG_TARGETS = ["c", "sunway", "dnnvm", "nvdla"]
 
@@ -344,6 +345,10 @@ def test_hostile_config_fields_never_run_a_command_or_touch_a_file(
     out = tmp_path / "outside"
     out.mkdir()
     marker = out / "pwned"
+    cwd = tmp_path / "cwd"          # relative paths in the artifact resolve from here
+    cwd.mkdir()
+    (tmp_path / "works").mkdir()
+    monkeypatch.chdir(cwd)
     outcomes = {"answer": 0, "refused": 0}
     t0 = time.perf_counter()
     clean = {}
@@ -352,8 +357,8 @@ def test_hostile_config_fields_never_run_a_command_or_touch_a_file(
         t1 = time.perf_counter()
         d, x, expected = request.getfixturevalue(f"{name}_artifact")
         if name not in clean:
-            clean[name] = _copy(d, tmp_path)
-        work = _copy(clean[name], tmp_path)
+            clean[name] = _copy(d, tmp_path / "works")
+        work = _copy(clean[name], tmp_path / "works")
         v = _fill(value, marker, out)
         m = json.loads((work / "manifest.json").read_text())
         m["target"]["config"][field] = v
@@ -372,6 +377,7 @@ def test_hostile_config_fields_never_run_a_command_or_touch_a_file(
                                                         name != "sunway"), case
         outcomes["refused" if isinstance(got, RetargetError) else "answer"] += 1
         assert not any(out.iterdir()), case              # no marker, nothing written there
+        assert not any(cwd.iterdir()), case              # nor in the working directory
         assert _snapshot(work) == before, case           # the artifact itself is untouched
         words = {str(w) for w in (v if isinstance(v, (list, dict)) else [v])}
         for argv in spawned:                               # only the machine's compiler ran
