@@ -70,7 +70,7 @@ def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _round_up(n: int, multiple: int) -> int:
+def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
@@ -106,13 +106,13 @@ class BestFitAllocator:
         if isinstance(align, bool) or not isinstance(align, int) or not _is_power_of_two(align):
             raise DeviceError(f"malloc({nbytes}, align={align!r}): alignment must be a power of two")
         align = max(align, self.alignment)
-        reserved = _round_up(nbytes, self.alignment)
+        reserved = round_up(nbytes, self.alignment)
 
         best_index = -1
         best_size = 0
         best_start = 0
         for i, (start, size) in enumerate(self._free):
-            aligned = _round_up(start, align)
+            aligned = round_up(start, align)
             if aligned + reserved <= start + size and (best_index < 0 or size < best_size):
                 best_index, best_size, best_start = i, size, aligned
         if best_index < 0:

@@ -60,7 +60,7 @@ import numpy as np
 
 from ..errors import DeviceError, RetargetError
 from ..limits import check_tensor_bytes
-from .allocator import Allocation, AllocatorStats, BestFitAllocator
+from .allocator import Allocation, AllocatorStats, BestFitAllocator, round_up
 from .threads import blas_threads, default_blas_threads
 
 DevicePtr = int  # a byte address in the device's memory
@@ -222,10 +222,6 @@ def _locked(method):
     return wrapper
 
 
-def _round_up(n: int, multiple: int) -> int:
-    return -(-n // multiple) * multiple
-
-
 def _is_address(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -306,7 +302,7 @@ class SimulatedDevice(Device):
         self.options = merged
         self._allocator = allocator
         # `memory_bytes` is the device's address space; host memory backs only what has been
-        # allocated (see _grow), so a 2 GiB device running a 40 KiB model reserves kilobytes.
+        # allocated (see _grow), so a 2 GiB device running a 40 KiB model takes a megabyte.
         self._memory = self._new_memory(min(size, INITIAL_BACKING))
         self.memory_moved()
 
@@ -323,8 +319,7 @@ class SimulatedDevice(Device):
         most the device's size, the contents kept."""
         if end <= self._memory.size:
             return
-        size = min(self.allocator.capacity,
-                   max(end, 2 * self._memory.size) + (-max(end, 2 * self._memory.size)) % 4096)
+        size = min(self.allocator.capacity, round_up(max(end, 2 * self._memory.size), 4096))
         try:
             grown = self._new_memory(size)
         except MemoryError:
@@ -349,7 +344,7 @@ class SimulatedDevice(Device):
         except DeviceError as e:
             raise DeviceError(f"{self.name}: {e}") from None
         try:
-            self._grow(ptr + _round_up(nbytes, self.allocator.alignment))
+            self._grow(ptr + round_up(nbytes, self.allocator.alignment))
         except DeviceError:
             self.allocator.free(ptr)
             raise
@@ -475,9 +470,9 @@ class SimulatedDevice(Device):
         for part, a in holding.parts:
             now = self.allocator.allocation_at(a.start)
             if now is None or now.serial != a.serial:
-                reused = ("; that memory now belongs to allocation #{} ({} bytes)".format(
-                    now.serial, now.size) if now is not None else
-                    f"; that memory is {self.allocator.describe(a.start)}")
+                reused = (f"; that memory now belongs to allocation #{now.serial} ({now.size} "
+                          f"bytes)" if now is not None else
+                          f"; that memory is {self.allocator.describe(a.start)}")
                 raise DeviceError(f"{where}{holding.what} (handle {handle}) is stale: its "
                                   f"{part}, allocation #{a.serial} at 0x{a.start:x} ({a.size} "
                                   f"bytes), was freed{reused}; load it again")
