@@ -355,7 +355,7 @@ def zu9_batch3(args, cache, results) -> dict:
 def table5(args, cache, zu9: dict) -> None:
     """Table V: our resource estimate (explore's DSP / BRAM model) beside the paper's, and
     energy efficiency from the paper's board power over our modelled throughput."""
-    from retarget.explore.space import PARTS
+    from retarget.targets.space import PARTS
     from retarget.targets.dnnvm.space import resources
     if "vgg16" not in cache:
         cache["vgg16"] = quantised("vgg16", args.size)

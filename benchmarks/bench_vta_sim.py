@@ -1,6 +1,20 @@
-"""Throughput of the VTA behavioural simulator, in simulated MACs per second.
+"""The VTA simulators' speed: the C simulator against the Python one on whole networks, and the
+Python simulator's throughput in simulated MACs per second.
 
-    python benchmarks/bench_vta_sim.py [--configs pynq,1x32,2x16] [--quick]
+    python benchmarks/bench_vta_sim.py [--json FILE] [--runs 3] [--config pynq] [--networks ...]
+    python benchmarks/bench_vta_sim.py --throughput [--configs pynq,1x32,2x16] [--quick]
+
+Networks (the default mode): ResNet-18, ResNet-50 and MobileNet v1 at 224 compiled for vta; for
+each simulator (Python: targets/vta/sim; C: targets/vta/csim) a fresh device runs one inference
+("first": every stream decoded, checked and planned from scratch, no recorded replay) and then a
+second ("replay": the Python simulator replays its recorded steps; the C simulator simply runs
+again). Times are the device's time for the vta tasks of one inference (TaskRecord.seconds:
+the simulator alone; host packing and CPU regions excluded), median over --runs fresh devices.
+The outputs of the two simulators are checked equal. Goals: C first run >= 5x faster than
+Python's first run, and not slower than Python's replayed steady state. --json writes, per
+network, {"python_first_s", "python_replay_s", "c_first_s", "c_replay_s", "insns"}.
+
+Throughput (--throughput), the Python simulator alone:
 
 Workloads, each built with the instruction-stream builder, run on a fresh simulator (cold plan
 cache) and checked bit-exactly against NumPy before its time is reported:
@@ -28,8 +42,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import json
 import math
+import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -226,11 +244,107 @@ def bench_conv(cfg, layer, rng):
     return secs, res, ok, len(prog.insns)
 
 
+# ---- networks: C simulator against Python ---------------------------------------------------------
+
+NETWORKS = ("resnet18@224", "resnet50@224", "mobilenet_v1@224")
+SIMULATORS = ("python", "c")
+
+
+def one_inference(module, x, kind: str) -> tuple[list[float], list[float], int, dict]:
+    """([first, second] run seconds, the same in CPU seconds of the simulator's run calls,
+    instructions, outputs) on a fresh device."""
+    from retarget.targets.vta.device import VTADevice
+    from retarget.targets.vta.target import DEVICE_MEMORY
+    cfg = module.target.config
+    device = VTADevice(cfg, memory_bytes=min(DEVICE_MEMORY, cfg.dram_bytes), simulator=kind)
+    module.bind(device)
+    cpu = [0.0]
+    run = device.sim.run
+
+    def cpu_timed(stream):
+        t0 = time.process_time()
+        try:
+            return run(stream)
+        finally:
+            cpu[0] += time.process_time() - t0
+
+    device.sim.run = cpu_timed      # CPU time: what the simulator costs when cores are shared
+    times, cpus = [], []
+    for _ in range(2):
+        cpu[0] = 0.0
+        out = module.run(x)
+        prof = [p for p in module.profile if p.target != "cpu"]
+        times.append(sum(p.task_seconds for p in prof))
+        cpus.append(cpu[0])
+    insns = sum(p.counters.get("instructions", 0) for p in prof)
+    return times, cpus, insns, out
+
+
+def bench_network(name: str, size: int, spec: str, runs: int) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_vta_e2e import compile_steps
+    module, _ = compile_steps(name, spec, size)
+    x = {v.name: np.random.default_rng(1).standard_normal(v.type.shape).astype(v.type.dtype)
+         for v in module.graph.inputs}
+    row, cpu, outputs = {}, {}, {}
+    for kind in SIMULATORS:
+        walls, cpus = [], []
+        for _ in range(runs):
+            wall, cpu_s, insns, outputs[kind] = one_inference(module, x, kind)
+            walls.append(wall)
+            cpus.append(cpu_s)
+        for k, phase in enumerate(("first", "replay")):
+            row[f"{kind}_{phase}_s"] = statistics.median(w[k] for w in walls)
+            cpu[f"{kind}_{phase}_s"] = statistics.median(c[k] for c in cpus)
+        row["insns"] = insns
+    module.close()
+    if any(not np.array_equal(outputs["python"][k], outputs["c"][k]) for k in outputs["python"]):
+        raise SystemExit(f"{name}@{size}: the C and Python simulators' outputs differ")
+    return row, cpu
+
+
+def networks_main(args) -> int:
+    from retarget.targets.vta.csim import available
+    if not available():
+        raise SystemExit("the C simulator cannot be built here (no C compiler)")
+    spec = f"vta:{args.config}"
+    print(f"{spec}: the vta tasks of one inference, median of {args.runs} fresh devices (s); "
+          f"wall = the device's task time (JSON), cpu = CPU time of the simulator's run calls")
+    print(f"{'network':18} {'':4} {'insns':>7} {'py first':>9} {'py replay':>9} {'C first':>8} "
+          f"{'C replay':>8} {'first x':>8} {'C/py replay':>11}")
+    result, ok = {}, {"wall": True, "cpu": True}
+    for item in args.networks.split(","):
+        name, size = item.split("@")
+        wall, cpu = bench_network(name, int(size), spec, args.runs)
+        result[item] = wall
+        for label, r in (("wall", wall), ("cpu", cpu)):
+            speedup = r["python_first_s"] / r["c_first_s"]
+            ratio = r["c_first_s"] / r["python_replay_s"]
+            ok[label] &= speedup >= 5 and ratio <= 1
+            print(f"{item if label == 'wall' else '':18} {label:4} {wall['insns']:7d} "
+                  f"{r['python_first_s']:9.3f} {r['python_replay_s']:9.3f} {r['c_first_s']:8.3f} "
+                  f"{r['c_replay_s']:8.3f} {speedup:7.1f}x {ratio:11.2f}")
+    for label, met in ok.items():
+        print(f"goals ({label}: C first >= 5x Python first, C first <= Python replay): "
+              + ("met" if met else "NOT met"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--configs", default="pynq", help="comma-separated VTA presets")
-    ap.add_argument("--quick", action="store_true", help="GEMM 256 and conv C2 only")
+    ap.add_argument("--json", metavar="FILE", help="networks: write the per-network times")
+    ap.add_argument("--runs", type=int, default=3, help="networks: fresh devices per simulator")
+    ap.add_argument("--config", default="pynq", help="networks: the VTA preset")
+    ap.add_argument("--networks", default=",".join(NETWORKS), help="networks: name@size,...")
+    ap.add_argument("--throughput", action="store_true",
+                    help="the Python simulator's MAC/s on GEMM and conv streams instead")
+    ap.add_argument("--configs", default="pynq", help="throughput: comma-separated VTA presets")
+    ap.add_argument("--quick", action="store_true", help="throughput: GEMM 256 and conv C2 only")
     args = ap.parse_args(argv)
+    if not args.throughput:
+        return networks_main(args)
     rng = np.random.default_rng(0)
     all_ok = True
     print(f"{'config':7} {'workload':30} {'insns':>7} {'MACs':>12} {'sim s':>8} "

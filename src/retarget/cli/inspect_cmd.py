@@ -14,6 +14,7 @@ from ..errors import InputError
 from ..ir.graph import Graph, Node
 from ..ops.registry import get_op, resolve_attrs
 from ..table import format_table, si
+from ..frontend.tflite import is_tflite_path, load_tflite
 from ..frontend.onnx import import_model, read_onnx
 
 
@@ -62,6 +63,11 @@ def load_model(path: str, input_shape_args: list[str],
                extra_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
     """Read, import and simplify an ONNX file, binding input shapes from --input-shape (and
     `extra_shapes`, which --input-shape overrides)."""
+    if is_tflite_path(path):
+        if input_shape_args:
+            raise InputError(f"--input-shape: {path} is a TFLite model, whose input shapes "
+                             f"are fixed in the file")
+        return load_tflite(path)
     model = read_onnx(path)
     shapes = dict(extra_shapes or {})
     shapes.update(parse_input_shapes(input_shape_args, model_input_names(model)))

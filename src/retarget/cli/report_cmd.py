@@ -12,9 +12,8 @@ import argparse
 from pathlib import Path
 
 from ..errors import InputError, TargetError
-from ..runtime.module import Module
 from .compile_options import (add_compile_options, add_target_options, add_verify_option,
-                              compile_from_args, load_plugins)
+                              compile_from_args, load_artifact, load_plugins)
 from .report_options import _check_paths, add_report_options, emit_report
 
 
@@ -43,7 +42,7 @@ def run_report(args: argparse.Namespace) -> int:
         if args.target:
             raise TargetError(f"{path} is a compiled module (for its own target); "
                               f"--target applies to model files only")
-        module = Module.load(path, verify=not args.no_verify)
+        module = load_artifact(path, args)
     else:
         if not args.target:
             raise InputError(f"{path} is a model file: give --target (e.g. --target vta) to "

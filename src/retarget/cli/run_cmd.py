@@ -14,19 +14,21 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError, TargetError
+from ..frontend.litert_check import litert_outputs
 from ..frontend.onnx import read_onnx
 from ..frontend.ort_check import DEFAULT_TOLERANCE, compare_with_onnxruntime, format_diffs
+from ..frontend.tflite import is_tflite_path
 from ..ir.graph import Graph
 from ..ops.reference import run_graph
 from ..runtime.check import check_outputs, random_inputs
 from ..runtime.executor import format_profile
-from ..runtime.module import Module
 from ..runtime.per_layer import check_layers, format_checks, save_checks
 from .arrays import load_array_file
 from .compile_options import (add_compile_options, add_target_options, add_verify_option,
-                              compile_from_args, load_plugins)
+                              compile_from_args, load_artifact, load_plugins)
 from .inspect_cmd import add_input_shape_option, load_model, model_input_names
 from .report_options import add_report_options, check_report_paths, emit_report, wants_report
+
 
 TOP_K = 5
 
@@ -60,6 +62,10 @@ def register(subparsers) -> None:
     p.add_argument("--dump-layers", default=None, metavar="FILE.npz",
                    help="with --per-layer: save every hardware layer's output")
     p.add_argument("--profile", action="store_true", help="with --target: print the profile")
+    p.add_argument("--check-litert", action="store_true",
+                   help="without --target, for a .tflite model: also run it on LiteRT's "
+                        "reference kernels and compare each output exactly (exit status 1 "
+                        "when one differs)")
     p.add_argument("--check-ort", action="store_true",
                    help="without --target: also run the model on onnxruntime and compare each "
                         "output (exit status 1 beyond --ort-tolerance)")
@@ -79,20 +85,48 @@ def run_model(args: argparse.Namespace) -> int:
     if wants_report(args):
         raise InputError("--report/--csv/--json/--roofline/--trace time a compiled module: "
                          "give --target vta (or a compiled module directory)")
-    model = read_onnx(args.model)
-    given = read_input_files(args.input, model_input_names(model))
-    graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
+    if is_tflite_path(args.model):
+        if args.check_ort:
+            raise InputError(f"--check-ort runs onnxruntime on an ONNX file; {args.model} is "
+                             f"a TFLite model (--check-litert compares with LiteRT)")
+        model = None
+        graph = load_model(args.model, args.input_shape)
+        given = read_input_files(args.input, [v.name for v in graph.inputs])
+    else:
+        model = read_onnx(args.model)
+        given = read_input_files(args.input, model_input_names(model))
+        graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
     inputs = complete_inputs(graph, given, args.random, args.seed)
     outputs = run_graph(graph, inputs)
     print(summarize_outputs(outputs))
     if args.output:
         save_outputs(outputs, args.output)
         print(f"wrote {args.output}")
+    if getattr(args, "check_litert", False):
+        return _check_litert(args.model, inputs, outputs)
     if args.check_ort:
         diffs = compare_with_onnxruntime(model, inputs, outputs, args.ort_tolerance)
         print(format_diffs(diffs))
         return 0 if all(d.ok for d in diffs) else 1
     return 0
+
+
+def _check_litert(path: str, inputs: dict, outputs: dict) -> int:
+    """--check-litert: the reference's outputs against LiteRT's reference kernels, exactly
+    (retarget's int8-tflite arithmetic is theirs, docs/quantization.md)."""
+    if not is_tflite_path(path):
+        raise InputError(f"--check-litert runs LiteRT on a .tflite file; {path} is not one")
+    theirs = litert_outputs(Path(path).read_bytes(), inputs)
+    ok = True
+    for name, ours in outputs.items():
+        ref = theirs[name]
+        same = ours.shape == ref.shape and bool(np.array_equal(ours, ref))
+        diff = "" if same or ours.shape != ref.shape else \
+            f" (max |diff| {np.abs(ours.astype(np.float64) - ref).max():g})"
+        print(f"check-litert {name}: {'bit-exact with' if same else 'DIFFERS from'} LiteRT's "
+              f"reference kernels{diff}")
+        ok &= same
+    return 0 if ok else 1
 
 
 def _load_array_file(path: str, item: str):
@@ -191,7 +225,7 @@ def save_outputs(outputs: dict[str, np.ndarray], path: str) -> None:
 # ---- the compiled run --------------------------------------------------------------------------
 def _check_per_layer(module, inputs, dump: str | None) -> int:
     """`--per-layer`: every hardware layer against the integer reference (1: one differs)."""
-    if not getattr(module.target, "bit_exact", False):
+    if not module.bit_exact:
         raise InputError(f"--per-layer compares layers bit for bit; target "
                          f"{module.target.name!r} is not bit-exact")
     try:
@@ -225,10 +259,13 @@ def run_compiled(args: argparse.Namespace) -> int:
         if getattr(args, "input_shape", None):
             raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
                              f"were fixed when it was compiled; recompile the model to change them")
+        if getattr(args, "pin", None) or getattr(args, "placement", "first") != "first":
+            raise InputError(f"--pin/--placement: {path} is a compiled module, whose nodes were "
+                             f"placed when it was compiled; recompile the model to change that")
         if getattr(args, "fusion", None):
             raise InputError(f"--fusion: {path} is a compiled module, whose layers were grouped "
                              f"when it was compiled; recompile the model to change that")
-        module = Module.load(path, verify=not getattr(args, "no_verify", False))
+        module = load_artifact(path, args)
     else:
         module = compile_from_args(args)
     # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled
@@ -251,7 +288,7 @@ def run_compiled(args: argparse.Namespace) -> int:
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the
         # integer graph, which the accelerator must reproduce bit for bit.
-        for c in check_outputs(module.target, outputs, run_graph(module.graph, inputs)):
+        for c in check_outputs(module, outputs, run_graph(module.graph, inputs)):
             print(f"check {c.name}: {c.verdict()} (max abs diff {c.max_abs_diff:.3g})")
             status |= 0 if c.ok else 1
         if getattr(args, "per_layer", False):
