@@ -90,7 +90,10 @@ def program_digest(net: str, target: str) -> str:
     return h.hexdigest()
 
 
-# Produced by `PYTHONPATH=src python tests/targets/test_programs_pinned.py` before the refactor.
+# Produced by `PYTHONPATH=src python tests/targets/test_programs_pinned.py` before the refactor;
+# the sunway entries recomputed on main at e607879 without this branch (main's own sunway
+# work, double-buffered DMA and the OpenACC baseline, changed its generated C on purpose); this
+# branch merged with that main reproduces all 57 of that tree's digests exactly.
 DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'vta'):
         '85c70c5282f7bbd89960bfee099d1040a2d60dc6785f95385202153f4b0b5ef5',
@@ -109,7 +112,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'c:naive'):
         '495e1e528fe32361ea4fe845310bc44305ffbb6ebc83420534aa99667c686aa9',
     ('resnet18', 'sunway'):
-        'eafd4a0904b582762f732c6c3ac466b83fc3a3b287576ef22d1ce43a34b54e0f',
+        '366063e23b828f0d6114b608145638963e20b3f92fda1d4d0cefd27cc342fb1c',
     ('mobilenet_v1', 'vta'):
         'b8794202db4e723c3be03b459c0282dc8a959d90438676422014677825920b5b',
     ('mobilenet_v1', 'dnnvm'):
@@ -127,7 +130,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'c:naive'):
         '10cc805347a7cf2600c1f783f8f640821e8b9e8890c722591e967fd8fc45ab39',
     ('mobilenet_v1', 'sunway'):
-        '7b838b2b780c17bfe3cc022c91543c35c30442dd5e7983cd2c79dc9f0783ac70',
+        'e08000b24487926f6ac0d370b9216f8827a8ca172f93f12a043793a8db445cf0',
     ('mobilenet_v2', 'vta'):
         'a9660173a9c6c90591bdb765e23caa211082db3e208552e9b22fa576b0d26a32',
     ('mobilenet_v2', 'dnnvm'):
@@ -145,7 +148,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'c:naive'):
         '0fb2aea6ae9541623c52f33538405a649f0f1a2fbaf04abad0b798b1f242a925',
     ('mobilenet_v2', 'sunway'):
-        '8c085cec0e03a3ca050af5dcce235d061f434db39df4f5679a8f42226aee42d7',
+        '81a4c78e3261e526453be11a4c4d052fc6a263a6890c5faae1773b332a3a45c3',
     ('googlenet', 'vta'):
         '1a0da8b087c148f0b1b4300a9357de908d9461f4a4854ba0eb379030445c5943',
     ('googlenet', 'dnnvm'):
@@ -163,7 +166,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'c:naive'):
         '768cac8fb853f9abf336af9d7148e606f95639e6f94d53c019f5883e0ebc5614',
     ('googlenet', 'sunway'):
-        '2923cc7e6d4f3e96ec3459c9055440c3b15c3cf50ee2cc09089ec2c119e010a5',
+        '32bb42dbedf9760823e93ac429b8141d76b0bc8a01520d0f0bfc0301cbbe59dd',
     ('squeezenet', 'vta'):
         'e134d01113ebf90b74d8de132949e40c6ba7b6e7cc8720f73b0315fff676ad52',
     ('squeezenet', 'dnnvm'):
@@ -181,7 +184,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'c:naive'):
         '034c8837f80c9abfc525d324e330497ab99d365ca240b6cef26b886d37f8edd0',
     ('squeezenet', 'sunway'):
-        '178ea4547a343ebb13e3db64cda5518ab1bd0fbcd485f7ea75ba2848c3818353',
+        '3ce27fef7fc5251b265181a924b2687589b2d840ba69860e19db0d3d4edcb61c',
     ('unet', 'vta'):
         'c36cd0d8e51dddaed6be73bf955521b553f222ed2c3aec5c48cb4110f5a6e49d',
     ('unet', 'dnnvm'):
@@ -199,7 +202,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'c:naive'):
         '6c46cfcae98ef9d37ac94bd65d2c3c51bd6433cebe75d946da126d64309be0da',
     ('unet', 'sunway'):
-        'b50af0cbaa27f4e85594b9f07e676e202e2f574fc80fcfdc3d9efaa4fdc6c188',
+        '0744dbc45334285c7b67f464a268ecb1510d1a75d2555f84ceee3432f2f56ec3',
     ('vit', 'c'):
         'd743f731126083feb414551453eb3ac29b41391932be0595749978c11caa68a9',
     ('vit', 'c:buffered'):
