@@ -24,8 +24,8 @@ UNDER_EMULATION = "RETARGET_UNDER_EMULATION"
 # bit for bit
 EMULATED = [
     "tests/frontend/test_ort_integer_arithmetic.py",
-    "tests/quantize/test_onnx_quantized_multiplier.py",
-    "tests/quantize/test_onnx_quantized.py",
+    "tests/frontend/test_onnx_quantized_multiplier.py",
+    "tests/frontend/test_onnx_quantized.py",
     "tests/examples/test_toy_byoc.py",
 ]
 
