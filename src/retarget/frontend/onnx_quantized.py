@@ -55,7 +55,7 @@ from ..passes.infer_shapes import infer_shapes
 from .ort_check import ort_integer_arithmetic
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv")
-SCALES = ("pow2", "multiplier")
+SCALES = ("pow2", "multiplier", "onnxruntime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,8 @@ class _Scale:
     frac: int | np.ndarray | None
     axis: int
     value: float | np.ndarray = 0.0
+    zero_point: int = 0          # per-tensor zero point (the onnxruntime format only)
+    dtype: str = "int8"          # the quantised type
 
     @property
     def per_axis(self) -> bool:
@@ -111,9 +113,19 @@ def _scale(node: Node, scale: Value, zp: Value | None, allowed=("int8",),
            scales: str = "pow2") -> _Scale:
     if not scale.is_const:
         raise UnsupportedOpError(f"{node_context(node)}: scale {scale.name!r} must be a constant")
-    _check_zero_point(node, zp, allowed)
+    zero_point, dtype = 0, "int8"
+    if scales == "onnxruntime" and zp is not None:
+        # any zero point (asymmetric u8 / s8); per-axis zero points only where they are 0
+        if not zp.is_const or zp.const.dtype.name not in allowed or (
+                zp.const.size > 1 and np.any(zp.const != 0)):
+            raise UnsupportedOpError(f"{node_context(node)}: zero point {zp.name!r} must be a "
+                                     f"constant {'/'.join(allowed)}, per tensor unless 0")
+        zero_point, dtype = int(zp.const.reshape(-1)[0]), zp.const.dtype.name
+    else:
+        _check_zero_point(node, zp, allowed)
     frac = _frac_of(node, scale.const) if scales == "pow2" else None
-    return _Scale(frac, int(node.attrs.get("axis", 1)), _value_of(node, scale.const))
+    return _Scale(frac, int(node.attrs.get("axis", 1)), _value_of(node, scale.const),
+                  zero_point, dtype)
 
 
 def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str = "pow2") -> Graph:
@@ -131,7 +143,8 @@ def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str 
     g = graph.copy()
     _sink_dequantize(g)
     g = infer_shapes(g)
-    conv = (_Pow2Converter if scales == "pow2" else _MultiplierConverter)(g, rounding)
+    conv = {"pow2": _Pow2Converter, "multiplier": _MultiplierConverter,
+            "onnxruntime": _OrtConverter}[scales](g, rounding)
     for node in g.nodes:
         if node.op in QDQ_OPS:
             conv.validate(node)
@@ -147,6 +160,11 @@ SINKABLE = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity
             "Relu", "GlobalMaxPool"}
 
 
+def _zero_point_is_zero(dq: Node) -> bool:
+    zp = dq.input(2)
+    return zp is None or (zp.is_const and not np.any(zp.const))
+
+
 def _sink_dequantize(g: Graph) -> None:
     """Move activation DequantizeLinear nodes past SINKABLE ops (in place), so a Conv / Gemm /
     MatMul sees DQ directly on its input even when a Flatten or MaxPool sits between."""
@@ -159,6 +177,7 @@ def _sink_dequantize(g: Graph) -> None:
         if (node.op not in SINKABLE or dq is None or dq.op != "DequantizeLinear"
                 or dq.inputs[0].is_const or not dq.inputs[1].is_const
                 or dq.inputs[1].const.size != 1
+                or (node.op == "Relu" and not _zero_point_is_zero(dq))
                 or any(consumers.get(v) for v in node.outputs[1:])):
             continue
         y = node.outputs[0]
@@ -179,6 +198,8 @@ class _Converter:
     (`_requantize`), the element-wise add (`_add_node`), and says which biases fit
     (`_bias_fits`)."""
     scales = ""
+    dtypes = ("int8",)          # the activation types the format takes
+    add_dtypes = ("int8",)      # the operand types of the integer add
 
     def __init__(self, g: Graph, rounding: str):
         self.g, self.rounding = g, rounding
@@ -189,8 +210,8 @@ class _Converter:
         self.nodes: list[Node] = []
         self.absorbed: set[int] = set()
 
-    def _scale(self, node: Node, scale: Value, zp: Value | None, allowed=("int8",)) -> _Scale:
-        return _scale(node, scale, zp, allowed, self.scales)
+    def _scale(self, node: Node, scale: Value, zp: Value | None, allowed=None) -> _Scale:
+        return _scale(node, scale, zp, self.dtypes if allowed is None else allowed, self.scales)
 
     def validate(self, node: Node) -> None:
         if node.op == "QLinearConv":
@@ -199,10 +220,11 @@ class _Converter:
             self._scale(node, node.inputs[6], node.inputs[7])
             return
         x = node.inputs[0]
-        allowed = ("int8", "int32") if node.op == "DequantizeLinear" else ("int8",)
+        allowed = self.dtypes + ("int32",) if node.op == "DequantizeLinear" else self.dtypes
         if node.op == "DequantizeLinear" and x.type is not None and x.type.dtype not in allowed:
             raise UnsupportedOpError(f"{node_context(node)}: input is {x.type.dtype}; retarget's "
-                                     f"integer path takes int8 (and int32 biases)")
+                                     f"integer path takes {'/'.join(self.dtypes)} (and int32 "
+                                     f"biases)")
         self.scales_of[id(node)] = self._scale(node, node.inputs[1], node.input(2), allowed)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -228,6 +250,8 @@ class _Converter:
             if node.op in ACCUMULATING_OPS and self._linear(node):
                 continue
             if node.op == "Add" and self._add(node):
+                continue
+            if node.op == "GlobalAveragePool" and self._global_average_pool(node):
                 continue
             if node.op == "QLinearConv":
                 self._qlinear_conv(node)
@@ -267,9 +291,9 @@ class _Converter:
         w_int = wnode.inputs[0].const
         ch_axis = 0 if node.op == "Conv" or (node.op == "Gemm" and node.attrs.get("transB", 0)) \
             else w_int.ndim - 1
-        if sw.per_axis and sw.axis % w_int.ndim != ch_axis:
+        if sw.per_axis and sw.axis % w_int.ndim != ch_axis or sw.zero_point != 0:
             return False
-        inputs = [xq[0].inputs[0], wnode.inputs[0]]
+        inputs = [self._accumulator_input(node, xq[0].inputs[0], sx), wnode.inputs[0]]
         b = node.input(2)
         if b is not None:
             bq = self._dq(b, const=True)
@@ -291,9 +315,12 @@ class _Converter:
         sx, sw, sy = (self._scale(node, s, z) for s, z in ((xs, xzp), (ws, wzp), (ys, yzp)))
         if not w.is_const:
             raise UnsupportedOpError(f"{node_context(node)}: weights must be constant")
+        if sw.zero_point != 0:
+            raise UnsupportedOpError(f"{node_context(node)}: weight zero point {sw.zero_point} "
+                                     f"(only symmetric weights are supported)")
         acc = Value(f"{node.outputs[0].name}_acc")
-        self._emit("Conv", node.name, [x, w] + ([b] if b is not None else []), [acc],
-                   **node.attrs)
+        self._emit("Conv", node.name, [self._accumulator_input(node, x, sx), w] +
+                   ([b] if b is not None else []), [acc], **node.attrs)
         self._requantize(node, acc, sx, sw, sy, False, node.outputs[0], axis=1)
 
     def _add(self, node: Node) -> bool:
@@ -302,7 +329,7 @@ class _Converter:
         ops = [self._dq(v, const=False) for v in node.inputs[:2]]
         out = self._output_q(node.outputs[0])
         if out is None or any(o is None or o[1].per_axis or o[0].inputs[0].type is None
-                              or o[0].inputs[0].type.dtype != "int8" for o in ops):
+                              or o[0].inputs[0].type.dtype not in self.add_dtypes for o in ops):
             return False
         relu, q, sy = out
         if not self._add_node(node, [o[0].inputs[0] for o in ops], [o[1] for o in ops], sy,
@@ -310,6 +337,15 @@ class _Converter:
             return False
         self.absorbed.update(id(n) for n in (relu, q) if n is not None)
         return True
+
+    def _accumulator_input(self, node: Node, x: Value, sx: _Scale) -> Value:
+        """The integer operand an accumulating op reads for activation x (x - z_x where the
+        format has zero points)."""
+        return x
+
+    def _global_average_pool(self, node: Node) -> bool:
+        """DQ(x) -> GlobalAveragePool -> Q, where the format has an integer form of it."""
+        return False
 
     # ---- what a format builds ------------------------------------------------------------------
     def _quantize(self, node: Node, s: _Scale) -> None:
@@ -445,6 +481,92 @@ class _MultiplierConverter(_Converter):
         self._emit("QAddMul", node.name, xs, [y], mul_a=int(m[0]), mul_b=int(m[1]),
                    shift=int(s[0]), lo=0 if relu else INT8_MIN, hi=INT8_MAX,
                    rounding=self.rounding)
+        return True
+
+
+class _OrtConverter(_MultiplierConverter):
+    """onnxruntime's fused integer arithmetic (ops/quantized_ort.py): u8 / s8 activations with
+    any zero point, the integer op on x - z_x plus RequantizeOrt (float32 scale, round half to
+    even), QLinearAddOrt for an add of two u8 activations, GlobalAveragePoolOrt, and a
+    DequantizeLinear -> QuantizeLinear pair with the same parameters dropped (onnxruntime
+    drops it around MaxPool, Reshape, ...). QuantizeLinear / DequantizeLinear at the float
+    boundaries keep ONNX semantics (what onnxruntime's MLAS kernels compute too).
+
+    s8 adds stay float (DequantizeLinear, Add, QuantizeLinear): onnxruntime 1.32 does not fuse
+    them on x86 either, and the float32 add is exact to reproduce."""
+    scales = "onnxruntime"
+    dtypes = ("int8", "uint8")
+    add_dtypes = ("uint8",)
+
+    def _accumulator_input(self, node, x, sx):
+        if sx.zero_point == 0:
+            return x
+        if not hasattr(self, "_centred"):
+            self._centred: dict[int, Value] = {}
+        if id(x) in self._centred:       # one x - z_x for every op reading x
+            return self._centred[id(x)]
+        wide = Value(self.g.unique_name(f"{x.name}_i32"))
+        self._emit("Cast", self.g.unique_name(f"{node.name}/int32"), [x], [wide], to=6)
+        shifted = Value(self.g.unique_name(f"{x.name}_centred"))
+        zp = constant(self.g.unique_name(f"{node.name}.x_zero_point"), np.int32(sx.zero_point))
+        self._emit("Sub", self.g.unique_name(f"{node.name}/x_zero_point"), [wide, zp],
+                   [shifted])
+        self._centred[id(x)] = shifted
+        return shifted
+
+    def _quantize(self, node, s):
+        dq = self.producers.get(node.inputs[0])
+        if dq is not None and dq.op == "DequantizeLinear" and not dq.inputs[0].is_const:
+            sd = self.scales_of[id(dq)]
+            if (not s.per_axis and not sd.per_axis and sd.value == s.value
+                    and (sd.zero_point, sd.dtype) == (s.zero_point, s.dtype)):
+                self._emit("Identity", node.name, [dq.inputs[0]], node.outputs)
+                return
+        self.nodes.append(node)
+
+    def _requantize(self, node, acc, sx, sw, sy, relu, y, axis):
+        from ..ops.quantized_ort import ort_requant_scale
+        scale = ort_requant_scale(sx.value, sw.value, sy.value)
+        info = np.iinfo(sy.dtype)
+        # Relu before the QuantizeLinear: clamp at the zero point (onnxruntime removes the
+        # Relu when that is the type's minimum, the form its quantiser writes)
+        attrs = dict(zero_point=sy.zero_point, lo=max(info.min, sy.zero_point) if relu
+                     else int(info.min), hi=int(info.max), dtype=sy.dtype)
+        name = f"{node.name}/requant"
+        if np.ndim(scale) == 0 or np.size(scale) == 1:
+            self._emit("RequantizeOrt", name, [acc], [y], scale=float(np.reshape(scale, -1)[0]),
+                       **attrs)
+        else:
+            scales = constant(f"{node.name}.scales", np.asarray(scale, np.float32))
+            self._emit("RequantizeOrt", name, [acc, scales], [y], axis=axis, **attrs)
+
+    def _add_node(self, node, xs, ss, sy, relu, y):
+        info = np.iinfo(sy.dtype)
+        shapes = [v.type.shape if v.type is not None else None for v in xs]
+        if (relu and sy.zero_point != info.min) or None in shapes or ss[0].dtype != sy.dtype or (
+                shapes[0] != shapes[1] and 1 not in (int(np.prod(shapes[0])),
+                                                     int(np.prod(shapes[1])))):
+            return False     # onnxruntime's QLinearAdd has no clamp and no general broadcast
+        self._emit("QLinearAddOrt", node.name, xs, [y], a_scale=float(ss[0].value),
+                   a_zero_point=ss[0].zero_point, b_scale=float(ss[1].value),
+                   b_zero_point=ss[1].zero_point, scale=float(sy.value),
+                   zero_point=sy.zero_point, dtype=sy.dtype)
+        return True
+
+    def _global_average_pool(self, node):
+        from ..ops.quantized_ort import global_average_pool_scale
+        xq = self._dq(node.inputs[0], const=False)
+        out = self._output_q(node.outputs[0])
+        if xq is None or out is None or out[0] is not None or xq[1].per_axis:
+            return False
+        x, sx, (_, q, sy) = xq[0].inputs[0], xq[1], out
+        if x.type is None or x.type.rank < 3 or sx.dtype != sy.dtype:
+            return False
+        count = int(np.prod(x.type.shape[2:]))
+        self._emit("GlobalAveragePoolOrt", node.name, [x], q.outputs,
+                   scale=float(global_average_pool_scale(sx.value, sy.value, count)),
+                   input_zero_point=sx.zero_point, zero_point=sy.zero_point, dtype=sy.dtype)
+        self.absorbed.add(id(q))
         return True
 
 
