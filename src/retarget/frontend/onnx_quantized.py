@@ -141,10 +141,11 @@ def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str 
     if scales not in SCALES:
         raise InputError(f"scales={scales!r}; known: {', '.join(SCALES)}")
     g = graph.copy()
+    lone = _lone_qdq_pairs(g)
     _sink_dequantize(g)
     g = infer_shapes(g)
     conv = {"pow2": _Pow2Converter, "multiplier": _MultiplierConverter,
-            "onnxruntime": _OrtConverter}[scales](g, rounding)
+            "onnxruntime": _OrtConverter}[scales](g, rounding, lone)
     for node in g.nodes:
         if node.op in QDQ_OPS:
             conv.validate(node)
@@ -158,6 +159,31 @@ def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str 
 # compare elements, and DQ is monotonic with DQ(0) = 0), so DQ can move after them.
 SINKABLE = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity", "MaxPool",
             "Relu", "GlobalMaxPool"}
+
+
+def _lone_qdq_pairs(g: Graph) -> frozenset[str]:
+    """Names of the QuantizeLinear outputs read by exactly one node, a DequantizeLinear with
+    the same zero point that itself feeds exactly one node or graph output: the
+    pairs onnxruntime's QDQS8ToU8Transformer turns from s8 into u8 before it fuses
+    (qdq_s8_to_u8.cc: a Q with one output edge, to a DQ; an earlier pass gives every consumer
+    of a shared DQ its own copy, EnsureUniqueDQForNodeUnit, so a Q whose value two ops read
+    has two edges). That decides which s8 groups it runs as integer kernels."""
+    consumers, outputs = g.consumers(), {id(v) for v in g.outputs}
+    lone = set()
+    for n in g.nodes:
+        if n.op != "QuantizeLinear" or id(n.outputs[0]) in outputs:
+            continue
+        uses = consumers.get(n.outputs[0], [])
+        if len(uses) != 1 or uses[0].op != "DequantizeLinear":
+            continue
+        dq_out = uses[0].outputs[0]
+        if len(consumers.get(dq_out, [])) + (id(dq_out) in outputs) != 1:
+            continue
+        zq, zd = n.input(2), uses[0].input(2)
+        if zq is not None and zd is not None and zq.is_const and zd.is_const and \
+                zq.const.size == 1 and np.array_equal(zq.const, zd.const):
+            lone.add(n.outputs[0].name)
+    return frozenset(lone)
 
 
 def _zero_point_is_zero(dq: Node) -> bool:
@@ -201,8 +227,9 @@ class _Converter:
     dtypes = ("int8",)          # the activation types the format takes
     add_dtypes = ("int8",)      # the operand types of the integer add
 
-    def __init__(self, g: Graph, rounding: str):
+    def __init__(self, g: Graph, rounding: str, lone_pairs: frozenset[str] = frozenset()):
         self.g, self.rounding = g, rounding
+        self.lone_pairs = lone_pairs          # see _lone_qdq_pairs
         self.producers = g.producers()
         self.consumers = g.consumers()
         self.outputs = {id(v) for v in g.outputs}
@@ -285,7 +312,8 @@ class _Converter:
             return False
         xq, wq = self._dq(node.inputs[0], const=False), self._dq(node.input(1), const=True)
         out = self._output_q(node.outputs[0])
-        if xq is None or wq is None or out is None or xq[1].per_axis:
+        if xq is None or wq is None or out is None or xq[1].per_axis or \
+                not self._fused(xq[0], out[1]):
             return False
         (_, sx), (wnode, sw) = xq, wq
         w_int = wnode.inputs[0].const
@@ -336,6 +364,11 @@ class _Converter:
                               relu is not None, q.outputs[0]):
             return False
         self.absorbed.update(id(n) for n in (relu, q) if n is not None)
+        return True
+
+    def _fused(self, dq: Node, q: Node) -> bool:
+        """Whether the group from activation DequantizeLinear `dq` to QuantizeLinear `q` runs
+        in integers in this format (all of them, except where a runtime leaves it float)."""
         return True
 
     def _accumulator_input(self, node: Node, x: Value, sx: _Scale) -> Value:
@@ -492,11 +525,35 @@ class _OrtConverter(_MultiplierConverter):
     drops it around MaxPool, Reshape, ...). QuantizeLinear / DequantizeLinear at the float
     boundaries keep ONNX semantics (what onnxruntime's MLAS kernels compute too).
 
-    s8 adds stay float (DequantizeLinear, Add, QuantizeLinear): onnxruntime 1.32 does not fuse
-    them on x86 either, and the float32 add is exact to reproduce."""
+    Which groups run in integers is onnxruntime's choice, mirrored here: u8 groups always; an
+    s8 group only where onnxruntime first turns its input's and output's Q -> DQ pairs into
+    u8 (a QuantizeLinear read by one DequantizeLinear only, `_lone_qdq_pairs`), since its x86
+    build does not fuse s8 activations (ConvNodeGroupSelector: int8 needs `int8_allowed`).
+    The other s8 groups stay float here as there (DequantizeLinear, float op,
+    QuantizeLinear): a float Add is exact to reproduce, a float Conv / Gemm is not (see
+    docs/quantization.md)."""
     scales = "onnxruntime"
     dtypes = ("int8", "uint8")
-    add_dtypes = ("uint8",)
+    add_dtypes = ("int8", "uint8")
+
+    def _kernel_type(self, v: Value, s: _Scale) -> str:
+        """The type onnxruntime's kernels see for activation v (the input of an activation
+        DequantizeLinear): u8 for u8, and for s8 where its Q -> DQ pair is turned into u8."""
+        if s.dtype == "uint8":
+            return "uint8"
+        while v.name not in self.lone_pairs:       # back through ops DQ was moved past
+            p = self.producers.get(v)
+            if p is None or p.op not in SINKABLE:
+                return "int8"
+            v = p.inputs[0]
+        return "uint8"
+
+    def _output_type(self, y: Value, s: _Scale) -> str:
+        return "uint8" if s.dtype == "uint8" or y.name in self.lone_pairs else "int8"
+
+    def _fused(self, dq, q):
+        return self._kernel_type(dq.inputs[0], self.scales_of[id(dq)]) == "uint8" == \
+            self._output_type(q.outputs[0], self.scales_of[id(q)])
 
     def _accumulator_input(self, node, x, sx):
         if sx.zero_point == 0:
@@ -543,10 +600,14 @@ class _OrtConverter(_MultiplierConverter):
     def _add_node(self, node, xs, ss, sy, relu, y):
         info = np.iinfo(sy.dtype)
         shapes = [v.type.shape if v.type is not None else None for v in xs]
-        if (relu and sy.zero_point != info.min) or None in shapes or ss[0].dtype != sy.dtype or (
+        if (relu and sy.zero_point != info.min) or None in shapes or \
+                {ss[0].dtype, ss[1].dtype} != {sy.dtype} or (
                 shapes[0] != shapes[1] and 1 not in (int(np.prod(shapes[0])),
                                                      int(np.prod(shapes[1])))):
             return False     # onnxruntime's QLinearAdd has no clamp and no general broadcast
+        if {self._kernel_type(x, s) for x, s in zip(xs, ss)} | {self._output_type(y, sy)} != \
+                {"uint8"}:
+            return False     # onnxruntime keeps it float (see the class docstring)
         self._emit("QLinearAddOrt", node.name, xs, [y], a_scale=float(ss[0].value),
                    a_zero_point=ss[0].zero_point, b_scale=float(ss[1].value),
                    b_zero_point=ss[1].zero_point, scale=float(sy.value),
@@ -557,7 +618,8 @@ class _OrtConverter(_MultiplierConverter):
         from ..ops.quantized_ort import global_average_pool_scale
         xq = self._dq(node.inputs[0], const=False)
         out = self._output_q(node.outputs[0])
-        if xq is None or out is None or out[0] is not None or xq[1].per_axis:
+        if xq is None or out is None or out[0] is not None or xq[1].per_axis or \
+                not self._fused(xq[0], out[1]):
             return False
         x, sx, (_, q, sy) = xq[0].inputs[0], xq[1], out
         if x.type is None or x.type.rank < 3 or sx.dtype != sy.dtype:

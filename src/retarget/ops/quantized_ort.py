@@ -127,7 +127,18 @@ register(OpDef("RequantizeOrt", requantize_ort, _requantize_ort_infer,
 def qlinear_add_ort(a, b, *, a_scale, a_zero_point, b_scale, b_zero_point, scale, zero_point,
                     dtype):
     """MlasQLinearAddKernelAvx2Helper, element for element (equal shapes, or one operand with a
-    single element, which the kernel folds into the constant part first)."""
+    single element, which the kernel folds into the constant part first).
+
+    An s8 add runs as onnxruntime runs the s8 adds it fuses: on u8 values x + 128 with zero
+    points z + 128 (it turns s8 Q -> DQ pairs into u8 first), which rounds differently from
+    the same kernel on the s8 values."""
+    if dtype == "int8":
+        shift = lambda v: (np.asarray(v).astype(np.int16) + 128).astype(np.uint8)  # noqa: E731
+        out = qlinear_add_ort(shift(a), shift(b), a_scale=a_scale,
+                              a_zero_point=a_zero_point + 128, b_scale=b_scale,
+                              b_zero_point=b_zero_point + 128, scale=scale,
+                              zero_point=zero_point + 128, dtype="uint8")
+        return (out.astype(np.int16) - 128).astype(np.int8)
     ra = np.float32(a_scale) / np.float32(scale)
     rb = np.float32(b_scale) / np.float32(scale)
     # (float)ZeroPointC - (ScaleRatio_AC * ZeroPointA + ScaleRatio_BC * ZeroPointB) in float32,
