@@ -611,7 +611,7 @@ class _OrtConverter(_MultiplierConverter):
         self._emit("QLinearAddOrt", node.name, xs, [y], a_scale=float(ss[0].value),
                    a_zero_point=ss[0].zero_point, b_scale=float(ss[1].value),
                    b_zero_point=ss[1].zero_point, scale=float(sy.value),
-                   zero_point=sy.zero_point, dtype=sy.dtype)
+                   zero_point=sy.zero_point, dtype=sy.dtype, kernel="uint8")
         return True
 
     def _global_average_pool(self, node):
@@ -667,8 +667,13 @@ class QdqError:
     elements: int
     step: float | None
 
+    @property
+    def max_lsb(self) -> int | None:
+        """The largest difference in output LSBs (None for a float output)."""
+        return None if self.step is None else int(round(self.max_error))
+
     def __str__(self) -> str:
-        unit = "steps" if self.step is not None else "(absolute)"
+        unit = "LSB (output steps)" if self.step is not None else "(absolute)"
         return (f"{self.name}: max |error| {self.max_error:.3g} {unit}, mean "
                 f"{self.mean_error:.3g}, {100 * self.mismatch:.3g} % of {self.elements} "
                 f"elements differ")
@@ -767,14 +772,29 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
     return out
 
 
-def format_qdq_error(errors: Mapping[str, QdqError], against: str = "onnxruntime") -> str:
+def float_accumulations(graph: Graph) -> list[str]:
+    """The Conv / Gemm / MatMul nodes of a converted graph that still compute in float (for
+    scales="onnxruntime": the groups onnxruntime itself leaves float)."""
+    return [n.name for n in graph.nodes if n.op in ACCUMULATING_OPS and n.inputs[0].type
+            is not None and np.dtype(n.inputs[0].type.dtype).kind == "f"]
+
+
+def format_qdq_error(errors: Mapping[str, QdqError], against: str = "onnxruntime",
+                     graph: Graph | None = None) -> str:
     """The errors of `qdq_error(..., against)`, one line each. Against onnxruntime on a CPU
-    where its integer kernels are not exact (see OrtIntegerArithmetic), a last line says so:
-    part of the error is then onnxruntime's."""
+    where its integer kernels are not exact (see OrtIntegerArithmetic), a note says so: part
+    of the error is then onnxruntime's. With the converted `graph`, a note names its float
+    convolutions: float sums round differently in onnxruntime and here."""
     if against == "reference":
         return "\n".join(["error against the file's ONNX semantics on the reference executor:"]
                          + [f"  {e}" for e in errors.values()])
     arith = ort_integer_arithmetic()
+    floats = [] if graph is None else float_accumulations(graph)
     return "\n".join(["error against onnxruntime's result on the same file:"] +
                      [f"  {e}" for e in errors.values()] +
-                     ([] if arith.exact else [f"  note: {arith}"]))
+                     ([] if arith.exact else [f"  note: {arith}"]) +
+                     ([f"  note: {len(floats)} Conv / Gemm / MatMul run in float32 (as "
+                       f"onnxruntime runs them; it sums in another order, so a value near a "
+                       f"rounding tie of the next QuantizeLinear can differ by one LSB, and "
+                       f"that propagates): {', '.join(floats[:4])}"
+                       f"{', ...' if len(floats) > 4 else ''}"] if floats else []))

@@ -125,20 +125,23 @@ register(OpDef("RequantizeOrt", requantize_ort, _requantize_ort_infer,
 
 # ---- QLinearAddOrt: MLAS's QLinearAdd ---------------------------------------------------------
 def qlinear_add_ort(a, b, *, a_scale, a_zero_point, b_scale, b_zero_point, scale, zero_point,
-                    dtype):
+                    dtype, kernel=None):
     """MlasQLinearAddKernelAvx2Helper, element for element (equal shapes, or one operand with a
     single element, which the kernel folds into the constant part first).
 
-    An s8 add runs as onnxruntime runs the s8 adds it fuses: on u8 values x + 128 with zero
-    points z + 128 (it turns s8 Q -> DQ pairs into u8 first), which rounds differently from
-    the same kernel on the s8 values."""
-    if dtype == "int8":
+    `kernel` is the type the kernel computes in (default: `dtype`). kernel="uint8" on s8
+    values is how onnxruntime runs the s8 adds of a QDQ model that it fuses: it turns their
+    s8 Q -> DQ pairs into u8 first, so the kernel sees x + 128 with zero points z + 128,
+    which rounds differently from the same kernel on the s8 values."""
+    if dtype == "int8" and (kernel or dtype) == "uint8":
         shift = lambda v: (np.asarray(v).astype(np.int16) + 128).astype(np.uint8)  # noqa: E731
         out = qlinear_add_ort(shift(a), shift(b), a_scale=a_scale,
                               a_zero_point=a_zero_point + 128, b_scale=b_scale,
                               b_zero_point=b_zero_point + 128, scale=scale,
                               zero_point=zero_point + 128, dtype="uint8")
         return (out.astype(np.int16) - 128).astype(np.int8)
+    if dtype == "uint8" and (kernel or dtype) != "uint8":
+        raise ShapeError(f"QLinearAddOrt: a uint8 add computed as {kernel} is not implemented")
     ra = np.float32(a_scale) / np.float32(scale)
     rb = np.float32(b_scale) / np.float32(scale)
     # (float)ZeroPointC - (ScaleRatio_AC * ZeroPointA + ScaleRatio_BC * ZeroPointB) in float32,
@@ -166,6 +169,11 @@ def _qlinear_add_ort_infer(attrs, types, consts):
     _need_int("QLinearAddOrt", a)
     _need_int("QLinearAddOrt", b)
     _check_out("QLinearAddOrt", attrs["dtype"], attrs["zero_point"])
+    kernel = attrs.get("kernel")
+    if kernel not in (None,) + ORT_DTYPES or (attrs["dtype"] == "uint8" and
+                                                kernel == "int8"):
+        raise ShapeError(f"QLinearAddOrt: kernel={kernel!r} for {attrs['dtype']} "
+                         f"values; use the value type, or uint8 for int8 values")
     sa, sb = int(np.prod(a.shape)), int(np.prod(b.shape))
     if a.shape != b.shape and 1 not in (sa, sb):
         raise ShapeError(f"QLinearAddOrt: operands {list(a.shape)} and {list(b.shape)}; "
@@ -175,7 +183,7 @@ def _qlinear_add_ort_infer(attrs, types, consts):
 
 register(OpDef("QLinearAddOrt", qlinear_add_ort, _qlinear_add_ort_infer,
                attrs=dict(a_scale=REQUIRED, a_zero_point=0, b_scale=REQUIRED, b_zero_point=0,
-                          scale=REQUIRED, zero_point=0, dtype="uint8"),
+                          scale=REQUIRED, zero_point=0, dtype="uint8", kernel=None),
                num_inputs=(2, 2), doc="onnxruntime's QLinearAdd (AVX2 kernel, FMA)"))
 
 

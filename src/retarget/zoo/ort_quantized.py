@@ -9,7 +9,10 @@ s8 weights, per tensor):
   pre-processing), 10 classes: 20 Convs, 8 residual Adds, MaxPool, GlobalAveragePool, Gemm;
 - "mobilenet": the zoo's mobilenet_v1 at 32x32 (depthwise + pointwise convs with ReLU6);
 - "residual_block": conv-relu, conv-relu, conv, + skip, relu, GlobalAveragePool, Gemm on a
-  1 x 3 x 16 x 16 input (small enough for unit tests).
+  1 x 3 x 16 x 16 input (small enough for unit tests);
+- "branch_add": two 3x3 convs of the input added, then a 1x1 conv: with s8 activations the
+  one add onnxruntime fuses (both operands and the sum read once), computed on u8-shifted
+  values.
 
 Everything is made here at run time (no download); building needs onnxruntime (the `test`
 extra), which is also the runtime these models are compared with.
@@ -26,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import InputError
 
-MODELS = ("resnet18", "mobilenet", "residual_block")
+MODELS = ("resnet18", "mobilenet", "residual_block", "branch_add")
 ACTIVATIONS = ("uint8", "int8")
 
 
@@ -52,10 +55,31 @@ def residual_block(seed: int = 0) -> onnx.ModelProto:
              helper.make_node("GlobalAveragePool", ["r3"], ["p"], name="pool"),
              helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
              helper.make_node("Gemm", ["f", "fc", "fcb"], ["output"], name="fc", transB=1)]
-    g = helper.make_graph(nodes, "residual_block",
+    return _checked(nodes, "residual_block", inits, [1, 10])
+
+
+def branch_add(seed: int = 0) -> onnx.ModelProto:
+    """conv_a(x) + conv_b(x) -> 1x1 conv (input "input" [1, 3, 16, 16], output "output"
+    [1, 8, 16, 16])."""
+    rng = np.random.default_rng(seed)
+
+    def he(*shape):
+        return (rng.standard_normal(shape) *
+                np.sqrt(2.0 / np.prod(shape[1:]))).astype(np.float32)
+    inits = {"wa": he(8, 3, 3, 3), "wb": he(8, 3, 3, 3), "wc": he(8, 8, 1, 1)}
+    nodes = [helper.make_node("Conv", ["input", "wa"], ["a"], name="conv_a", pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["input", "wb"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+             helper.make_node("Conv", ["s", "wc"], ["output"], name="conv_c")]
+    return _checked(nodes, "branch_add", inits, [1, 8, 16, 16])
+
+
+def _checked(nodes, name, inits, out_shape) -> onnx.ModelProto:
+    g = helper.make_graph(nodes, name,
                           [helper.make_tensor_value_info("input", TensorProto.FLOAT,
                                                          [1, 3, 16, 16])],
-                          [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])],
+                          [helper.make_tensor_value_info("output", TensorProto.FLOAT,
+                                                         out_shape)],
                           [numpy_helper.from_array(v, k) for k, v in inits.items()])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(m)
@@ -71,6 +95,8 @@ def float_model(name: str) -> onnx.ModelProto:
         return build("mobilenet_v1", size=32, num_classes=10)
     if name == "residual_block":
         return residual_block()
+    if name == "branch_add":
+        return branch_add()
     raise InputError(f"unknown QDQ test model {name!r}; known: {', '.join(MODELS)}")
 
 
@@ -126,5 +152,5 @@ def ort_quantized(name: str, *, per_channel: bool = False, activations: str = "u
         logging.getLogger().setLevel(level)
 
 
-__all__ = ["ACTIVATIONS", "MODELS", "float_model", "model_inputs", "ort_quantized",
+__all__ = ["ACTIVATIONS", "MODELS", "branch_add", "float_model", "model_inputs", "ort_quantized",
            "residual_block"]
