@@ -236,3 +236,29 @@ def test_int8_add_onnxruntime_fuses_runs_on_u8_shifted_values():
     assert add.attrs["dtype"] == "int8" and add.attrs["kernel"] == "uint8"
     assert sorted(float_accumulations(g)) == ["conv_a", "conv_b"]
     assert err.max_error == 0
+
+
+def test_a_target_in_the_onnxruntime_format_compiles_qdq_models_as_onnxruntime_runs_them():
+    """The number format INT8_ORT: compiler.to_number_format converts a QDQ model with
+    scales="onnxruntime" (no half-up warning: it rounds half to even), and refuses to
+    quantise a float graph into it."""
+    import warnings
+
+    from retarget.compiler import to_number_format
+    from retarget.frontend.onnx import import_model, from_onnx_model
+    from retarget.passes.infer_shapes import infer_shapes
+    from retarget.targets.base import INT8_ORT
+    from retarget.zoo.ort_quantized import float_model
+
+    class OrtTarget:
+        name, number_format = "ort-like", INT8_ORT
+    m = _model("residual_block", activations="uint8", per_channel=True, reduce_range=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = to_number_format(infer_shapes(from_onnx_model(m)), OrtTarget())
+    assert "RequantizeOrt" in {n.op for n in g.nodes}
+    x = model_inputs(m, 1)[0]
+    from retarget.frontend.ort_check import run_onnxruntime
+    assert np.array_equal(run_graph(g, x)["output"], run_onnxruntime(m, x)["output"])
+    with pytest.raises(NotImplementedError, match="quantize_static"):
+        to_number_format(import_model(float_model("residual_block")), OrtTarget())
