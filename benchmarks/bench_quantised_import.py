@@ -2,6 +2,7 @@
 runtime that made them.
 
     python benchmarks/bench_quantised_import.py [--models lenet,mobilenet,...] [--samples 8]
+                                                [--sources tflite,qdq]
                                                 [--targets vta,nvdla,dnnvm] [--json FILE]
 
 For every TFLite test model (`retarget.zoo.tflite.MODELS`: int8, written and calibrated here
@@ -193,13 +194,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=None, help="comma-separated (default: all)")
     ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--sources", default=",".join(SOURCES),
+                    help=f"comma-separated, of {', '.join(SOURCES)} (default: all)")
     ap.add_argument("--targets", default=",".join(ACCELERATORS))
     ap.add_argument("--json", default=None, metavar="FILE")
     args = ap.parse_args()
     args.targets = [t for t in args.targets.split(",") if t]
     wanted = None if args.models is None else set(args.models.split(","))
     results, rows, refusals = {}, [], {}
-    for source, (names, measure) in SOURCES.items():
+    sources = [s for s in args.sources.split(",") if s]
+    unknown = set(sources) - set(SOURCES)
+    if unknown:
+        ap.error(f"unknown source(s) {', '.join(sorted(unknown))}; known: {', '.join(SOURCES)}")
+    for source in sources:
+        names, measure = SOURCES[source]
         for name in names():
             if wanted is not None and name not in wanted:
                 continue

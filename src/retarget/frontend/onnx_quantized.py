@@ -2,7 +2,7 @@
 
 ONNX writes quantisation as QuantizeLinear / DequantizeLinear pairs around float ops (QDQ) or
 as QLinearConv. `convert_quantized(graph, scales=...)` rewrites those patterns into integer
-ops in one of two number formats; the pattern matching is shared, only the nodes built for a
+ops in one of three number formats; the pattern matching is shared, only the nodes built for a
 requantisation, a quantise / dequantise and an add differ by format.
 
 scales="pow2" (shifts only; every scale a power of two, every zero point 0): these are exactly
@@ -34,8 +34,15 @@ bit). Hardware requantisation rounds half up (add then shift); `rounding="half_u
 that form instead, which differs from the file's semantics by one LSB exactly on ties.
 Documented in docs/quantization.md.
 
-Non-zero zero points (asymmetric or uint8 quantisation) are an error naming the node in both
-formats: retarget's integer ops are symmetric.
+Non-zero zero points (asymmetric or uint8 quantisation) are an error naming the node in
+these two formats: their integer ops are symmetric.
+
+scales="onnxruntime" (any scale, u8 / s8 activations with any zero point, as onnxruntime's
+quantize_static writes them): the groups onnxruntime fuses into QLinearConv, QGemm,
+QLinearAdd and QLinearGlobalAveragePool become the integer op on x - z_x plus RequantizeOrt,
+QLinearAddOrt, GlobalAveragePoolOrt (ops/quantized_ort.py), computing exactly what
+onnxruntime's x86 kernels compute; the groups it leaves float (some in s8 models) stay float.
+docs/quantization.md, "onnxruntime's own arithmetic".
 """
 from __future__ import annotations
 
@@ -130,12 +137,13 @@ def _scale(node: Node, scale: Value, zp: Value | None, allowed=("int8",),
 
 def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str = "pow2") -> Graph:
     """Rewrite QDQ / QLinearConv nodes into retarget's integer ops: with `scales="pow2"`
-    (power-of-two scales; shifts) or `scales="multiplier"` (any scale; multiply and shift).
+    (power-of-two scales; shifts), `scales="multiplier"` (any scale; multiply and shift) or
+    `scales="onnxruntime"` (onnxruntime's fused integer arithmetic, zero points included).
 
     Run it on the imported graph before constant folding (folding would turn the weights'
     DequantizeLinear into float constants and lose their integer form). Raises
-    UnsupportedOpError naming the node for zero points that are not 0 and, with "pow2", for
-    scales that are not powers of two."""
+    UnsupportedOpError naming the node for zero points that are not 0 (except with
+    "onnxruntime") and, with "pow2", for scales that are not powers of two."""
     if rounding not in ROUNDINGS:
         raise InputError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
     if scales not in SCALES:
@@ -635,8 +643,8 @@ class _OrtConverter(_MultiplierConverter):
 def load_quantized(model, input_shapes=None, *, rounding: str = "half_even",
                    simplify: bool = True, scales: str = "pow2") -> Graph:
     """Read a QDQ / QLinearConv ONNX model (path or ModelProto) into an integer Graph:
-    import without folding, convert_quantized (`scales`: "pow2" or "multiplier"), then
-    simplify."""
+    import without folding, convert_quantized (`scales`: "pow2", "multiplier" or
+    "onnxruntime"), then simplify."""
     from ..ir.verify import verify
     from .onnx import from_onnx_model, read_onnx
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
