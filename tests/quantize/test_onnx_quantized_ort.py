@@ -157,7 +157,7 @@ def test_qlinear_global_average_pool_equals_onnxruntime(dtype):
         assert np.array_equal(got, want), hw
 
 
-# ---- whole models made by quantize_static ----------------------------------------------------------
+# ---- whole models made by quantize_static -----------------------------------------------
 _CACHE: dict = {}
 
 
