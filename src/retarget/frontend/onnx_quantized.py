@@ -327,7 +327,7 @@ class _Converter:
         w_int = wnode.inputs[0].const
         ch_axis = 0 if node.op == "Conv" or (node.op == "Gemm" and node.attrs.get("transB", 0)) \
             else w_int.ndim - 1
-        if sw.per_axis and sw.axis % w_int.ndim != ch_axis or sw.zero_point != 0:
+        if (sw.per_axis and sw.axis % w_int.ndim != ch_axis) or sw.zero_point != 0:
             return False
         inputs = [self._accumulator_input(node, xq[0].inputs[0], sx), wnode.inputs[0]]
         b = node.input(2)
@@ -544,6 +544,10 @@ class _OrtConverter(_MultiplierConverter):
     dtypes = ("int8", "uint8")
     add_dtypes = ("int8", "uint8")
 
+    def __init__(self, g: Graph, rounding: str, lone_pairs: frozenset[str] = frozenset()):
+        super().__init__(g, rounding, lone_pairs)
+        self.centred: dict[int, Value] = {}     # id(x) -> x - z_x, one for all ops reading x
+
     def _kernel_type(self, v: Value, s: _Scale) -> str:
         """The type onnxruntime's kernels see for activation v (the input of an activation
         DequantizeLinear): u8 for u8, and for s8 where its Q -> DQ pair is turned into u8."""
@@ -566,17 +570,15 @@ class _OrtConverter(_MultiplierConverter):
     def _accumulator_input(self, node, x, sx):
         if sx.zero_point == 0:
             return x
-        if not hasattr(self, "_centred"):
-            self._centred: dict[int, Value] = {}
-        if id(x) in self._centred:       # one x - z_x for every op reading x
-            return self._centred[id(x)]
+        if id(x) in self.centred:
+            return self.centred[id(x)]
         wide = Value(self.g.unique_name(f"{x.name}_i32"))
         self._emit("Cast", self.g.unique_name(f"{node.name}/int32"), [x], [wide], to=6)
         shifted = Value(self.g.unique_name(f"{x.name}_centred"))
         zp = constant(self.g.unique_name(f"{node.name}.x_zero_point"), np.int32(sx.zero_point))
         self._emit("Sub", self.g.unique_name(f"{node.name}/x_zero_point"), [wide, zp],
                    [shifted])
-        self._centred[id(x)] = shifted
+        self.centred[id(x)] = shifted
         return shifted
 
     def _quantize(self, node, s):
