@@ -194,6 +194,20 @@ def _check_per_layer(module, inputs, dump: str | None) -> int:
     return 0 if all(c.ok for c in checks) else 1
 
 
+def load_artifact(path: Path, args: argparse.Namespace):
+    """The module artifact at `path`: `--config` sets the target's host fields (compiler,
+    flags, build directory, device memory), which an artifact never does; what loading
+    ignored from the artifact is printed as notes on stderr."""
+    import sys
+
+    from ..runtime.module import Module
+    module = Module.load(path, verify=not getattr(args, "no_verify", False),
+                         config=parse_overrides(getattr(args, "config", None) or []))
+    for note in module.notes:
+        print(f"retarget: note: {note}", file=sys.stderr)
+    return module
+
+
 def run_compiled(args: argparse.Namespace) -> int:
     """Run a module artifact directory (args.model is a DIR) or compile MODEL for args.target
     and run it. Prints the outputs' summary (and the profile); with args.check, compares with
@@ -222,7 +236,7 @@ def run_compiled(args: argparse.Namespace) -> int:
         if getattr(args, "fusion", None):
             raise InputError(f"--fusion: {path} is a compiled module, whose layers were grouped "
                              f"when it was compiled; recompile the model to change that")
-        module = Module.load(path, verify=not getattr(args, "no_verify", False))
+        module = load_artifact(path, args)
     else:
         module = compile_from_args(args)
     # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled

@@ -30,6 +30,8 @@ class Module:
     regions: list[Region]            # execution order; CPU and offloaded regions
     kernels: dict[str, Kernel]       # offloaded region name -> its kernel
     report: PlacementReport
+    # What loading it decided that a user should know (e.g. artifact fields it ignored)
+    notes: list[str] = field(default_factory=list)
     _executor: object | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -67,12 +69,14 @@ class Module:
         return save_module(self, directory)
 
     @staticmethod
-    def load(directory: str | Path, verify: bool = True) -> "Module":
+    def load(directory: str | Path, verify: bool = True,
+             config: Mapping[str, object] | None = None) -> "Module":
         """Read an artifact directory written by `save`. Loads JSON and .npz only, after
         checking every file against the sizes and SHA-256 sums in its manifest (`verify=False`
-        skips the sums, not the other checks)."""
+        skips the sums, not the other checks). `config` sets the target's host fields (e.g.
+        {"cc": "clang"} for the c target): an artifact never does (docs/guarantees.md)."""
         from .artifact import load_module
-        return load_module(directory, verify=verify)
+        return load_module(directory, verify=verify, config=config)
 
     def export_regions(self, path: str | Path) -> Path:
         """Write the offloaded regions as JSON for an outside compiler (docs/partitioning.md)."""

@@ -29,6 +29,7 @@ are shared by every target.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -197,10 +198,17 @@ class Target:
     # A target that declares them implements fusion_graph, fusion_cost and lower(region,
     # groups).
     fusion_templates: ClassVar[tuple] = ()
+    # Config fields that describe the machine the module is built and run on, not the compiled
+    # program: a command or flags that reach a process, a path, how much host memory a device
+    # may take. Field -> the environment variable that sets it (None: none). An artifact never
+    # sets them (runtime/artifact.py drops them, with a note): they come from the target's
+    # defaults, the environment, or the caller's explicit options (docs/guarantees.md).
+    host_fields: ClassVar[Mapping[str, str | None]] = {}
 
     def __init__(self, config: Any = None, preset: str | None = None):
         if config is None:
             config = self.preset(preset) if preset else self.default_config()
+            config = self._from_environment(config)
         if not (is_dataclass(config) and isinstance(config, self.config_class)):
             raise TargetError(f"target {self.name!r} needs a {self.config_class.__name__} config, "
                               f"got {type(config).__name__}")
@@ -241,6 +249,29 @@ class Target:
 
     def config_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+
+    def program_config(self) -> dict[str, Any]:
+        """The config fields an artifact records: all but `host_fields`."""
+        return {k: v for k, v in self.config_dict().items() if k not in self.host_fields}
+
+    @classmethod
+    def _from_environment(cls, config):
+        """`config` with the host fields whose environment variable is set taken from it."""
+        changes = {}
+        for name, var in cls.host_fields.items():
+            value = os.environ.get(var) if var else None
+            if value is not None:
+                try:
+                    changes[name] = _coerce(cls.name, name, getattr(config, name), value)
+                except TargetError as e:
+                    raise TargetError(f"environment variable {var}: {e}") from None
+        if not changes:
+            return config
+        try:
+            return replace(config, **changes)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise TargetError(f"target {cls.name!r}: environment "
+                              f"{', '.join(cls.host_fields[k] for k in changes)}: {e}") from None
 
     @property
     def spec(self) -> str:
