@@ -173,9 +173,10 @@ def _lone_qdq_pairs(g: Graph) -> frozenset[str]:
     """Names of the QuantizeLinear outputs read by exactly one node, a DequantizeLinear with
     the same zero point that itself feeds exactly one node or graph output: the
     pairs onnxruntime's QDQS8ToU8Transformer turns from s8 into u8 before it fuses
-    (qdq_s8_to_u8.cc: a Q with one output edge, to a DQ; an earlier pass gives every consumer
-    of a shared DQ its own copy, EnsureUniqueDQForNodeUnit, so a Q whose value two ops read
-    has two edges). That decides which s8 groups it runs as integer kernels."""
+    (qdq_s8_to_u8.cc: a Q with one output edge, to a DQ; that a DQ read by two ops counts as
+    two edges is inferred, an earlier pass, EnsureUniqueDQForNodeUnit, copying shared DQs,
+    and matches onnxruntime's optimised graphs of the test models). That decides which s8
+    groups it runs as integer kernels."""
     consumers, outputs = g.consumers(), {id(v) for v in g.outputs}
     lone = set()
     for n in g.nodes:
