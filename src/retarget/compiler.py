@@ -267,6 +267,10 @@ def to_number_format(graph: Graph, target: Target, calibration: Any = None) -> G
                                   f".tflite model")
     if _is_qdq_model(graph):
         return _convert_prequantized(graph, target)
+    if fmt.scales == "onnxruntime":
+        raise NotImplementedError(f"{target.name}: quantising a float graph into {fmt.name} "
+                                  f"is not implemented; quantise it with onnxruntime's "
+                                  f"quantize_static and compile the QDQ model")
     if any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
            and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
         from .passes.quantize import quantize  # needs the op table: import when used
@@ -281,7 +285,8 @@ def _is_qdq_model(graph: Graph) -> bool:
     (again)."""
     return any(n.op == "QLinearConv" or (n.op == "DequantizeLinear" and n.inputs[0].is_const)
                for n in graph.nodes) or (any(n.op in QDQ_OPS for n in graph.nodes) and not any(
-        n.op in ("RequantizeMul", "QAddMul", "Requantize") for n in graph.nodes))
+        n.op in ("RequantizeMul", "QAddMul", "Requantize", "RequantizeOrt")
+        for n in graph.nodes))
 
 
 def _convert_prequantized(graph: Graph, target: Target) -> Graph:
