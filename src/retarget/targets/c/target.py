@@ -20,15 +20,18 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...ir.graph import Graph
+from ..base import Region
 from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Scheduled
 from ...passes.explicit_padding import explicit_padding
 from ...passes.fold_batchnorm import fold_batchnorm
 from ..aot.build import BuildOptions
 from ..aot.kernel import LibraryKernel
+from ..aot.lower import Fused
 from ..aot.target import LibraryTarget
 from .config import CConfig, PRESETS
 from .emit import sources
+from .routines import plan_routines
 from .schedule import schedule_kernel
 
 
@@ -49,6 +52,11 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule_kernel(kernel, constants, self.config)
+
+    def fuse(self, region: Region) -> list[Fused]:
+        """Optimised mode: convolutions and dense layers with their epilogues (bias, residual
+        add, ReLU / Clip) as calls of the hand-written routines (routines.py)."""
+        return plan_routines(region) if self.config.mode == "optimized" else []
 
     def prepare(self, graph: Graph) -> Graph:
         """Optimised and buffered modes: BatchNorm folded into the convs before it, and
