@@ -64,6 +64,11 @@ ROUTINES = {
                                     ("N", "C", "P", "K")),
 }
 HEADER = "vec.h"
+# closes vec.h's `#pragma GCC push_options` after the last routine
+LIBRARY_END = """#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+"""
 
 
 @lru_cache(maxsize=None)
@@ -304,6 +309,10 @@ def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
     if pointwise:
         return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.OH * L.OW, L.K, ep.act),
                        floats)
+    if L.R == L.S == L.sh == L.sw == 1 and L.Hp * L.Wp == L.OH * L.OW:
+        # a 1x1 stride-1 layer: its positions as one row, so tiles run across the rows
+        return Routine("rt_conv_f32", operands, (L.N, L.C, 1, L.OH * L.OW, L.K, 1, 1, 1, 1, 1,
+                                                 L.OH * L.OW, ep.act), floats)
     return Routine("rt_conv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.K, L.R, L.S, L.sh, L.sw,
                                              L.OH, L.OW, ep.act), floats)
 
@@ -403,7 +412,7 @@ def routine_sources(names: Sequence[str]) -> str:
     if not names:
         return ""
     files = sorted({ROUTINES[n].source for n in names})
-    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
+    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files] + [LIBRARY_END])
 
 
 __all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",

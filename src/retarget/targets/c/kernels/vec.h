@@ -3,6 +3,15 @@
    extensions (__attribute__((vector_size))): -march=native turns them into AVX-512, AVX2 or
    NEON code with no intrinsics. -DRT_PORTABLE (or another compiler) gives plain C99 arrays
    and loops with the same meaning: the portable build. */
+/* -std=c99 makes GCC keep a * b + c as two roundings (-ffp-contract=off); the routines want
+   one fused multiply-add per step, as every BLAS does: contraction on for them only (the
+   pop is at the end of the routines, routines.py LIBRARY_END). Clang contracts a * b + c
+   within an expression by default. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize ("fp-contract=fast")
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #define RT_INLINE static inline __attribute__((always_inline))
 #else
