@@ -73,8 +73,8 @@ Fuse = Callable[[Region], Sequence[Fused]]
 
 def _derived_constant(r: Relayout, source: Value) -> Value:
     """The constant a relaid-out kernel input holds."""
-    data = r.apply(source.const)
-    return Value(r.name, TensorType(data.shape, source.type.dtype), data)
+    data = r.apply(source.const)     # may change the dtype (int8 weights read as int32)
+    return Value(r.name, TensorType(data.shape, str(data.dtype)), data)
 
 
 def _spec(v: Value) -> TensorSpec:

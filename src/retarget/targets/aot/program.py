@@ -280,7 +280,12 @@ def _routine_from_json(x: Any) -> Routine:
         if isinstance(f, bool) or not isinstance(f, (int, float)):
             raise ValueError(f"a routine's float argument, got {f!r}")
         floats.append(float(f))
-    return Routine(_s(x["name"]), operands, tuple(_i(i) for i in _l(x["ints"])), tuple(floats))
+    ints = []
+    for i in _l(x["ints"]):
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise ValueError(f"a routine's integer argument, got {i!r}")
+        ints.append(i)
+    return Routine(_s(x["name"]), operands, tuple(ints), tuple(floats))
 
 
 def _s(x: Any) -> str:

@@ -39,6 +39,7 @@ from ...ops.registry import resolve_attrs
 from ..aot.lower import Fused
 from ..aot.program import Call, Routine
 from ..base import Region
+from .routines_int8 import INT8_FILE, INT8_ROUTINES, int8_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 # A 1x1 stride-1 layer with at least this many output positions runs as rt_pointwise_f32
@@ -391,6 +392,8 @@ def check_routine(call: Call) -> None:
 def routine_call(call: Call, pointers: Sequence[str]) -> str:
     """The C statement calling `call.routine`, `pointers` being the C expressions of the
     kernel's parameters."""
+    if call.routine.name in INT8_ROUTINES:
+        return int8_call(call, pointers)
     check_routine(call)
     r = call.routine
     args = [pointers[i] if i >= 0 else "0" for i in r.operands]
@@ -411,7 +414,7 @@ def routine_sources(names: Sequence[str]) -> str:
     """vec.h and the C of the routines `names`, for model.c (nothing if there are none)."""
     if not names:
         return ""
-    files = sorted({ROUTINES[n].source for n in names})
+    files = sorted({INT8_FILE if n in INT8_ROUTINES else ROUTINES[n].source for n in names})
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files] + [LIBRARY_END])
 
 

@@ -34,6 +34,12 @@ static inline void rt_vstore(float *p, rt_vf a) { memcpy(p, a.v, sizeof a.v); }
 static inline rt_vf rt_vbcast(float x) { rt_vf r; int l; for (l = 0; l < RT_VL; l++) r.v[l] = x; return r; }
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
 { int l; for (l = 0; l < RT_VL; l++) acc.v[l] += a.v[l] * b; return acc; }
+typedef struct { int32_t v[RT_VL]; } rt_vi;
+static inline rt_vi rt_viload(const int32_t *p) { rt_vi r; memcpy(r.v, p, sizeof r.v); return r; }
+static inline void rt_vistore(int32_t *p, rt_vi a) { memcpy(p, a.v, sizeof a.v); }
+static inline rt_vi rt_vizero(void) { rt_vi r; memset(r.v, 0, sizeof r.v); return r; }
+static inline rt_vi rt_vimadd(rt_vi acc, rt_vi a, int32_t b)
+{ int l; for (l = 0; l < RT_VL; l++) acc.v[l] += a.v[l] * b; return acc; }
 #else
 #define RT_VECTOR_EXTENSIONS 1
 typedef float rt_vf __attribute__((vector_size(RT_VL * 4), aligned(4)));
@@ -41,6 +47,11 @@ static inline rt_vf rt_vload(const float *p) { rt_vf r; __builtin_memcpy(&r, p, 
 static inline void rt_vstore(float *p, rt_vf a) { __builtin_memcpy(p, &a, sizeof a); }
 static inline rt_vf rt_vbcast(float x) { return (rt_vf){0} + x; }
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b) { return acc + a * b; }
+typedef int32_t rt_vi __attribute__((vector_size(RT_VL * 4), aligned(4)));
+static inline rt_vi rt_viload(const int32_t *p) { rt_vi r; __builtin_memcpy(&r, p, sizeof r); return r; }
+static inline void rt_vistore(int32_t *p, rt_vi a) { __builtin_memcpy(p, &a, sizeof a); }
+static inline rt_vi rt_vizero(void) { return (rt_vi){0}; }
+static inline rt_vi rt_vimadd(rt_vi acc, rt_vi a, int32_t b) { return acc + a * b; }
 #endif
 
 /* The epilogue's activation, as the loop-nest IR defines max / min (b only where strictly
