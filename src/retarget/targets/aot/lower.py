@@ -65,6 +65,9 @@ class Fused:
     nodes: tuple[Node, ...]
     scheduled: Scheduled
     routine: Routine | None = None
+    # kernel outputs that are the call's own scratch (planned into the arena for the call
+    # only, read by nobody after it)
+    scratch: tuple[str, ...] = ()
 
 
 # Which nodes of a region a target computes as fused calls (none: every node on its own).
@@ -86,12 +89,12 @@ def _round_up(n: int) -> int:
 
 
 def _check_params(nodes: Sequence[Node], k: LoopKernel, by_name: dict[str, Value],
-                  derived: set[str] = frozenset()) -> None:
+                  derived: set[str] = frozenset(), scratch: set[str] = frozenset()) -> None:
     """The kernel's tensors are the nodes' values (or, for inputs, constants `derived` from
-    them), with their dtypes and sizes; its outputs the last node's."""
+    them), with their dtypes and sizes; its outputs the last node's (and its `scratch`)."""
     node = nodes[-1]
     ins = {v.name for n in nodes for v in n.inputs if v is not None} | set(derived)
-    outs = {v.name for v in node.outputs}
+    outs = {v.name for v in node.outputs} | set(scratch)
     for group, allowed, what in ((k.inputs, ins, "input"), (k.outputs, outs, "output")):
         for t in group:
             if t.name not in allowed:
@@ -144,6 +147,11 @@ def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode:
             steps.append(Step(node.name, (src.name,), (dst.name,), alias=src.name))
             continue
         nodes = (node,) if group is None else group.nodes
+        scratch = set() if group is None else set(group.scratch)
+        for t in k.outputs:
+            if t.name in scratch and by_name.setdefault(t.name, Value(
+                    t.name, TensorType(t.shape, t.dtype))).type.shape != t.shape:
+                raise TargetError(f"{node_context(node)}: scratch {t.name!r} is also a value")
         if group is None:
             constants = frozenset(v.name for v in node.inputs if v is not None and v.is_const)
             tiled = schedule(k, constants)
@@ -156,7 +164,7 @@ def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode:
             if known is not derived and not np.array_equal(known.const, derived.const):
                 raise TargetError(f"{node_context(node)}: two different constants would be "
                                   f"named {r.name!r}")
-        _check_params(nodes, k, by_name, {r.name for r in tiled.relayouts})
+        _check_params(nodes, k, by_name, {r.name for r in tiled.relayouts}, scratch)
         lowered.append((nodes, k, None if group is None else group.routine))
         produced.update(t.name for t in k.outputs)
         steps.append(Step(node.name, tuple(t.name for t in k.inputs),

@@ -39,7 +39,7 @@ from ...ops.registry import resolve_attrs
 from ..aot.lower import Fused
 from ..aot.program import Call, Routine
 from ..base import Region
-from .routines_int8 import INT8_FILE, INT8_ROUTINES, int8_call
+from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 # A 1x1 stride-1 layer with at least this many output positions runs as rt_pointwise_f32
@@ -414,7 +414,9 @@ def routine_sources(names: Sequence[str]) -> str:
     """vec.h and the C of the routines `names`, for model.c (nothing if there are none)."""
     if not names:
         return ""
-    files = sorted({INT8_FILE if n in INT8_ROUTINES else ROUTINES[n].source for n in names})
+    files = sorted({ROUTINES[n].source for n in names if n in ROUTINES})
+    if any(n in INT8_ROUTINES for n in names):
+        files += list(INT8_FILES)
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files] + [LIBRARY_END])
 
 

@@ -39,10 +39,12 @@ from ..aot.program import Call, Routine
 from ..base import Region
 
 IKB = 16                  # int8.c RT_IKB: output channels per packed weight block
-INT8_FILE = "int8.c"
+DKB = 32                  # int8_dot.c RT_DKB: the same for rt_conv_s8_dot
+INT8_FILES = ("int8.c", "int8_dot.c")
 # routine name -> number of pointer operands (the int8 routines of int8.c)
 INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32": 4,
                  "rt_qadd_s8": 3, "rt_pad_s8": 2, "rt_pool_s8": 2, "rt_conv_s8": 6,
+                 "rt_conv_s8_dot": 8,
                  "rt_concat": -1}
 _INT = ("int8", "int32")
 
@@ -68,6 +70,32 @@ class IntBlockPacking:
         padded[:, :kg] = w.reshape(self.groups, kg, cg, r, s)
         split = padded.reshape(self.groups, blocks, IKB, cg, r, s)
         return np.ascontiguousarray(np.moveaxis(split, 2, -1))
+
+
+@dataclass(frozen=True, slots=True)
+class DotPacking:
+    """Group-1 int8 weights `source` [K, C, R, S] (dense: [N, K] / transposed [K, N]) as
+    rt_conv_s8_dot reads them: [ceil(K/DKB), ceil(C/4), R, S, DKB, 4] int8, zero past K and C
+    (`correction`: instead the int32 [ceil(K/DKB) * DKB] of -128 * sum(w[k]), which undoes the
+    +128 the routine adds to every input byte)."""
+    name: str
+    source: str
+    transpose: bool = False
+    correction: bool = False
+
+    def apply(self, data: np.ndarray) -> np.ndarray:
+        w = data.T if self.transpose else data
+        w = w.reshape(w.shape + (1,) * (4 - w.ndim))
+        k, c, r, s = w.shape
+        kp, cp = -(-k // DKB) * DKB, -(-c // 4) * 4
+        if self.correction:
+            out = np.zeros(kp, np.int32)
+            out[:k] = -128 * w.reshape(k, -1).astype(np.int64).sum(axis=1)
+            return out
+        padded = np.zeros((kp, cp, r, s), np.int8)
+        padded[:k, :c] = w
+        blocks = padded.reshape(kp // DKB, DKB, cp // 4, 4, r, s)
+        return np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 1, 3))
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,8 +279,55 @@ def _call(nodes: tuple[Node, ...], inputs: list[Tensor], out: Tensor, routine: s
                  Routine(routine, ops, tuple(int(i) for i in ints)))
 
 
+def _stage_inputs(stage_node: Node | None, inputs: list[Tensor], relayouts: list
+                  ) -> tuple[int, int, tuple[int, ...]]:
+    """Appends the output stage's per-channel arrays (as int32) to `inputs`; returns their
+    operand positions (-1: per tensor) and the stage's integer arguments."""
+    if stage_node is None:
+        return -1, -1, (0, 0, -128, 127, 0)
+    (muls, shifts), stage = _stage(stage_node)
+    pos = []
+    for v in (muls, shifts):
+        if v is None:
+            pos.append(-1)
+            continue
+        cast = AsInt32(f"{v.name}__i32", v.name)
+        relayouts.append(cast)
+        pos.append(len(inputs))
+        inputs.append(Tensor(cast.name, tuple(v.type.shape), "int32"))
+    return pos[0], pos[1], stage
+
+
+def _dot_call(node: Node, stage_node: Node | None) -> Fused:
+    """A group-1 int8 layer on rt_conv_s8_dot, its input rewritten into a scratch."""
+    L = _int_layer(node)
+    n, c, hp, wp, k, r, s, sh, sw, oh, ow, _ = L.ints
+    blocks, c4 = -(-k // DKB), -(-c // 4)
+    tag = "t" if L.transpose else ""
+    pack = DotPacking(f"{L.w.name}__d{DKB}{tag}", L.w.name, L.transpose)
+    corr = DotPacking(f"{L.w.name}__d{DKB}{tag}_corr", L.w.name, L.transpose, True)
+    inputs = [_t(L.x), Tensor(pack.name, (blocks, c4, r, s, DKB, 4), "int8"),
+              Tensor(corr.name, (blocks * DKB,), "int32")]
+    relayouts = [pack, corr]
+    bias = -1
+    if L.bias is not None:
+        bias = len(inputs)
+        inputs.append(_t(L.bias))
+    mul, shift, stage = _stage_inputs(stage_node, inputs, relayouts)
+    out_value = node.outputs[0] if stage_node is None else stage_node.outputs[0]
+    scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
+    nodes = (node,) if stage_node is None else (node, stage_node)
+    k_sig = Kernel(f"int8_{node.name}", tuple(inputs), (_t(out_value), scratch), ())
+    ints = L.ints[:11] + (int(stage_node is not None),) + stage
+    routine = Routine("rt_conv_s8_dot", (0, 1, 2, bias, mul, shift, len(inputs),
+                                         len(inputs) + 1), tuple(int(i) for i in ints))
+    return Fused(nodes, Scheduled(k_sig, tuple(relayouts)), routine, (scratch.name,))
+
+
 def _conv_call(node: Node, stage_node: Node | None) -> Fused:
     L = _int_layer(node)
+    if L.groups == 1:
+        return _dot_call(node, stage_node)
     pack = IntBlockPacking(f"{L.w.name}__i{IKB}{'t' if L.transpose else ''}", L.w.name,
                            L.groups, L.transpose)
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, g = L.ints
@@ -400,6 +475,15 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         wsize = g * -(-(k // g) // IKB) * (c // g) * rr * ss * IKB
         return [(0, "int8", n * c * hp * wp), (1, "int32", wsize), (2, "int32", k),
                 (3, "int32", k), (4, "int32", k), (5, "int8" if out_s8 else "int32", n * k * oh * ow)]
+    if r.name == "rt_conv_s8_dot":
+        n, c, hp, wp, k, rr, ss, sh, sw, oh, ow, out_s8 = i[:12]
+        if (hp - rr) // sh + 1 != oh or (wp - ss) // sw + 1 != ow or hp < rr or wp < ss:
+            raise ValueError("window, strides and sizes disagree")
+        blocks, c4 = -(-k // DKB), -(-c // 4)
+        return [(0, "int8", n * c * hp * wp), (1, "int8", blocks * c4 * rr * ss * DKB * 4),
+                (2, "int32", blocks * DKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
+                (6, "int8" if out_s8 else "int32", n * k * oh * ow),
+                (7, "int32", n * c4 * hp * wp)]
     if r.name == "rt_concat":
         rows, stride, *row_bytes = i
         if sum(row_bytes) != stride or len(row_bytes) != len(r.operands) - 1:
@@ -417,8 +501,9 @@ def check_int8(call: Call) -> None:
         want = INT8_ROUTINES[r.name]
         if want != -1 and len(r.operands) != want:
             raise ValueError(f"{len(r.operands)} operands, expected {want}")
+        outputs = 2 if r.name == "rt_conv_s8_dot" else 1      # the dot routine's scratch
         if any(not -1 <= o < len(params) for o in r.operands) or \
-                r.operands[-1] != len(params) - 1 or len(call.kernel.outputs) != 1:
+                r.operands[-1] != len(params) - 1 or len(call.kernel.outputs) != outputs:
             raise ValueError(f"operands {r.operands} do not name the kernel's tensors")
         if any(v < 1 for v in _sizes(r)):
             raise ValueError(f"sizes {r.ints} must be positive")
@@ -440,7 +525,7 @@ def _sizes(r: Routine) -> tuple[int, ...]:
     i = r.ints
     return {"rt_quantize_p2": i[:1], "rt_dequantize_p2": i[:1], "rt_requantize_s32": i[:3],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
-            "rt_conv_s8": i[:12], "rt_concat": i}.get(r.name, ())
+            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_concat": i}.get(r.name, ())
 
 
 def int8_call(call: Call, pointers: Sequence[str]) -> str:
@@ -458,5 +543,5 @@ def int8_call(call: Call, pointers: Sequence[str]) -> str:
     return f"{r.name}({', '.join(ptr + [str(v) for v in r.ints])});"
 
 
-__all__ = ["AsInt32", "IKB", "INT8_FILE", "INT8_OPS", "INT8_ROUTINES", "IntBlockPacking",
+__all__ = ["AsInt32", "DKB", "DotPacking", "IKB", "INT8_FILES", "INT8_OPS", "INT8_ROUTINES", "IntBlockPacking",
            "check_int8", "int8_call", "int8_support", "is_integer_node", "plan_int8"]
