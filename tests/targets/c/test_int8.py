@@ -22,7 +22,10 @@ from .test_networks import NETS
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-BUILDS = {"vector": "-O1 -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE"}
+# "native": this machine's vector width and instructions (AVX-512 VNNI's vpdpbusd where it
+# has them); "vector": the generic vector extensions; "portable": plain C99
+BUILDS = {"vector": "-O1 -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE",
+          "native": "-O1 -march=native -std=c99"}
 # ONNX's own QuantizeLinear / DequantizeLinear (any float scale) and QLrn have no routine: the
 # multiplier flow's entry and exit (and AlexNet's LRN) stay on the CPU reference
 ON_CPU_OK = {"QuantizeLinear", "DequantizeLinear", "QLrn"}

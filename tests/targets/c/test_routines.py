@@ -24,7 +24,8 @@ from retarget.targets.cpu.reference import run_graph
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
-BUILDS = {"vector": "-O1 -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE"}
+BUILDS = {"vector": "-O1 -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE",
+          "native": "-O1 -march=native -std=c99"}
 
 
 def _layers_model() -> onnx.ModelProto:
