@@ -75,8 +75,24 @@ def _elementwise_graph() -> Graph:
     a = Value("a", TensorType((1, 4, 3, 5), "int8"))
     b = Value("b", TensorType((1, 4, 3, 5), "int8"))
     shifts = constant("shifts", np.array([3, 1, 0, -2], np.int32))
-    outs = [Value(n) for n in ("r1", "r2", "q1", "q2")]
+    x8 = Value("x8", TensorType((1, 5, 6, 7), "int8"))
+    rng = np.random.default_rng(2)
+    # small values, so that left-shifted channels do not all saturate
+    w1 = constant("w1", rng.integers(-4, 5, (40, 5, 3, 3)).astype(np.int8))
+    w2 = constant("w2", rng.integers(-127, 128, (33, 5, 1, 2)).astype(np.int8))
+    b1 = constant("b1", rng.integers(-30, 30, 40).astype(np.int32))
+    conv_shifts = constant("conv_shifts", np.tile(np.arange(-2, 6), 5).astype(np.int32))
+    acc1, acc2 = Value("acc1"), Value("acc2")
+    outs = [Value(n) for n in ("r1", "r2", "q1", "q2", "c1", "c2")]
     nodes = [
+        # convs with their output stage fused: per-channel shifts (some left, half even) over a
+        # full and a partial block of channels; a per-tensor multiplier at stride 2
+        Node("Conv", "conv1", [x8, w1, b1], [acc1], {}),
+        Node("Requantize", "conv1_rq", [acc1, conv_shifts], [outs[4]],
+             {"axis": 1, "rounding": "half_even", "lo": -100, "hi": 100}),
+        Node("Conv", "conv2", [x8, w2], [acc2], {"strides": [2, 2]}),
+        Node("RequantizeMul", "conv2_rq", [acc2], [outs[5]],
+             {"multiplier": 7, "shift": 5, "rounding": "half_even"}),
         Node("Requantize", "req", [acc, shifts], [outs[0]], {"axis": 1}),
         Node("RequantizeMul", "reqm", [acc], [outs[1]],
              {"multiplier": 3, "shift": 2, "rounding": "half_even", "lo": -100, "hi": 90}),
@@ -84,7 +100,7 @@ def _elementwise_graph() -> Graph:
         Node("QAddMul", "qaddm", [a, b], [outs[3]],
              {"mul_a": 128, "mul_b": -64, "shift": 8, "rounding": "half_even"}),
     ]
-    return infer_shapes(Graph(nodes, [acc, a, b], outs, name="int8_ops"))
+    return infer_shapes(Graph(nodes, [acc, a, b, x8], outs, name="int8_ops"))
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))
@@ -98,6 +114,7 @@ def test_int8_primitives_round_like_the_reference(build):
          "a": rng.integers(-128, 128, (1, 4, 3, 5)).astype(np.int8),
          "b": rng.integers(-128, 128, (1, 4, 3, 5)).astype(np.int8)}
     x["a"].flat[:4] = [-128, 127, -1, 1]
+    x["x8"] = rng.integers(-4, 5, (1, 5, 6, 7)).astype(np.int8)
     module = retarget.compile(g, "c", config={"cflags": BUILDS[build], "openmp": False})
     try:
         assert all(p.placement == "c" for p in module.report.nodes)

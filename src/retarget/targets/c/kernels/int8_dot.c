@@ -42,6 +42,47 @@ static inline rt_dot16 rt_dot_step(rt_dot16 acc, int32_t x4, rt_dot16w w)
 #define RT_DOT_STORE(p, acc) memcpy((p), (acc).v, sizeof (acc).v)
 #endif
 
+#if RT_VNNI
+/* The output stage of one column of a tile, 32 channels at once in int64 lanes: exactly
+   rt_saturate(rt_round_shift((acc + corr + bias) * m, s)) per channel, stored to the 32
+   channel planes (`stride` bytes apart). */
+typedef int64_t rt_v8l __attribute__((vector_size(64)));
+static inline void rt_requantize_block32(const int32_t *restrict acc, const int32_t *restrict corr,
+                                         const int32_t *restrict bias, const int32_t *restrict mul,
+                                         const int32_t *restrict shift, int8_t *restrict y,
+                                         ptrdiff_t stride, int m0, int s0, int lo, int hi,
+                                         int half_even)
+{
+    int q, l;
+    for (q = 0; q < 4; q++) {
+        rt_v8l v, m, s, right, left, sr, half, r, pos, one = {1, 1, 1, 1, 1, 1, 1, 1};
+        int64_t tmp[8];
+        for (l = 0; l < 8; l++) {
+            int c = 8 * q + l;
+            tmp[l] = (int64_t)acc[c] + corr[c] + (bias ? bias[c] : 0);
+        }
+        memcpy(&v, tmp, sizeof v);
+        for (l = 0; l < 8; l++) tmp[l] = mul ? mul[8 * q + l] : m0;
+        memcpy(&m, tmp, sizeof m);
+        for (l = 0; l < 8; l++) tmp[l] = shift ? shift[8 * q + l] : s0;
+        memcpy(&s, tmp, sizeof s);
+        v = v * m;
+        pos = s > 0;                                   /* -1 where a right shift */
+        sr = (s & pos) | (one & ~pos);                 /* the right shift, >= 1 */
+        half = one << (sr - 1);
+        right = (v + half) >> sr;
+        if (half_even)
+            right -= right & one & ((v & ((one << sr) - 1)) == half);
+        left = v << ((-s) & ~pos);
+        r = (right & pos) | (left & ~pos);
+        for (l = 0; l < 8; l++) {
+            int64_t t = r[l];
+            y[(8 * q + l) * stride] = (int8_t)(t < lo ? lo : t > hi ? hi : t);
+        }
+    }
+}
+#endif
+
 RT_INLINE void
 rt_conv_s8_dot_tile(const int32_t *restrict xs, const int8_t *restrict wb,
                     int32_t *restrict tile, int C4, ptrdiff_t HpWp, int Wp, int R, int S,
@@ -123,6 +164,19 @@ static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
                     RT_DCONV_CASE(9) RT_DCONV_CASE(10) RT_DCONV_CASE(11) RT_DCONV_CASE(12)
 #undef RT_DCONV_CASE
                     }
+#if RT_VNNI
+                    if (out_s8 && kb * RT_DKB + RT_DKB <= K) {   /* a full block: vectors */
+                        int k0 = kb * RT_DKB;
+                        ptrdiff_t o = (((ptrdiff_t)n * K + k0) * OH + oh) * OW + ow;
+                        for (j = 0; j < T; j++)
+                            rt_requantize_block32(tile + j * RT_DKB, corr + k0,
+                                                  bias ? bias + k0 : 0, mul ? mul + k0 : 0,
+                                                  shift ? shift + k0 : 0, (int8_t *)y + o + j,
+                                                  (ptrdiff_t)OH * OW, m0, s0, lo, hi,
+                                                  half_even);
+                        continue;
+                    }
+#endif
                     for (l = 0; l < RT_DKB && kb * RT_DKB + l < K; l++) {
                         int k = kb * RT_DKB + l;
                         ptrdiff_t o = (((ptrdiff_t)n * K + k) * OH + oh) * OW + ow;
