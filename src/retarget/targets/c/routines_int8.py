@@ -47,6 +47,7 @@ INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32"
                  "rt_conv_s8_dot": 8,
                  "rt_concat": -1}
 _INT = ("int8", "int32")
+MAX_POOL_WIDTH = 4096     # int8.c rt_pool_s8's row buffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +207,8 @@ def _pool_geometry(node: Node) -> tuple[int, ...] | str:
     sh, sw = a.get("strides") or (1, 1)
     pads = a.get("pads") or (0, 0, 0, 0)
     oh, ow = y.type.shape[2:]
+    if ow > MAX_POOL_WIDTH:
+        return f"output rows wider than {MAX_POOL_WIDTH}"
     return (n * c, h, w, r, s, sh, sw, pads[0], pads[1], oh, ow)
 
 
@@ -466,6 +469,8 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "int8", nc * h * w), (1, "int8", nc * hp * wp)]
     if r.name == "rt_pool_s8":
         is_sum, nc, h, w, *_, oh, ow = i
+        if ow > MAX_POOL_WIDTH:
+            raise ValueError(f"output rows wider than {MAX_POOL_WIDTH}")
         return [(0, "int8", nc * h * w), (1, "int32" if is_sum else "int8", nc * oh * ow)]
     if r.name == "rt_conv_s8":
         n, c, hp, wp, k, rr, ss, sh, sw, oh, ow, g, out_s8 = i[:13]

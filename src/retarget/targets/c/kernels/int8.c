@@ -98,24 +98,34 @@ static void rt_pool_s8(const int8_t *restrict x, void *restrict out, int is_sum,
     for (p = 0; p < NC; p++) {
         const int8_t *xp = x + (ptrdiff_t)p * H * W;
         int oh, ow, r, s;
-        for (oh = 0; oh < OH; oh++)
-            for (ow = 0; ow < OW; ow++) {
-                int32_t acc = is_sum ? 0 : -128;
-                for (r = 0; r < R; r++) {
-                    int ih = oh * sh + r - pt;
-                    if (ih < 0 || ih >= H) continue;
-                    for (s = 0; s < S; s++) {
-                        int iw = ow * sw + s - pl;
-                        int32_t v;
-                        if (iw < 0 || iw >= W) continue;
-                        v = xp[(ptrdiff_t)ih * W + iw];
-                        if (is_sum) acc += v;
-                        else if (v > acc) acc = v;
-                    }
+        for (oh = 0; oh < OH; oh++) {
+            int32_t row[4096];             /* OW <= 4096 (checked by the code generator) */
+            for (ow = 0; ow < OW; ow++) row[ow] = is_sum ? 0 : -128;
+            for (r = 0; r < R; r++) {
+                int ih = oh * sh + r - pt;
+                const int8_t *xr = xp + (ptrdiff_t)ih * W;
+                if (ih < 0 || ih >= H) continue;
+                for (s = 0; s < S; s++) {
+                    /* the columns whose tap s lies inside the row: no test in the loop */
+                    int lo = pl - s > 0 ? (pl - s + sw - 1) / sw : 0;
+                    int hi = (W - 1 + pl - s) / sw + 1;
+                    if (W - 1 + pl - s < 0) continue;
+                    if (hi > OW) hi = OW;
+                    if (is_sum)
+                        for (ow = lo; ow < hi; ow++) row[ow] += xr[ow * sw + s - pl];
+                    else
+                        for (ow = lo; ow < hi; ow++) {
+                            int32_t v = xr[ow * sw + s - pl];
+                            row[ow] = v > row[ow] ? v : row[ow];
+                        }
                 }
-                if (is_sum) ((int32_t *)out)[((ptrdiff_t)p * OH + oh) * OW + ow] = acc;
-                else ((int8_t *)out)[((ptrdiff_t)p * OH + oh) * OW + ow] = (int8_t)acc;
             }
+            if (is_sum)
+                memcpy((int32_t *)out + ((ptrdiff_t)p * OH + oh) * OW, row, OW * sizeof *row);
+            else
+                for (ow = 0; ow < OW; ow++)
+                    ((int8_t *)out)[((ptrdiff_t)p * OH + oh) * OW + ow] = (int8_t)row[ow];
+        }
     }
 }
 

@@ -47,25 +47,28 @@ static inline rt_dot16 rt_dot_step(rt_dot16 acc, int32_t x4, rt_dot16w w)
    rt_saturate(rt_round_shift((acc + corr + bias) * m, s)) per channel, stored to the 32
    channel planes (`stride` bytes apart). */
 typedef int64_t rt_v8l __attribute__((vector_size(64)));
+typedef int32_t rt_v8i __attribute__((vector_size(32), aligned(4)));
+static inline rt_v8l rt_v8l_load(const int32_t *p)   /* 8 int32, sign-extended */
+{
+    rt_v8i v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, rt_v8l);
+}
+
 static inline void rt_requantize_block32(const int32_t *restrict acc, const int32_t *restrict corr,
                                          const int32_t *restrict bias, const int32_t *restrict mul,
                                          const int32_t *restrict shift, int8_t *restrict y,
                                          ptrdiff_t stride, int m0, int s0, int lo, int hi,
                                          int half_even)
 {
+    const rt_v8l one = {1, 1, 1, 1, 1, 1, 1, 1}, zero = {0};
     int q, l;
     for (q = 0; q < 4; q++) {
-        rt_v8l v, m, s, right, left, sr, half, r, pos, one = {1, 1, 1, 1, 1, 1, 1, 1};
-        int64_t tmp[8];
-        for (l = 0; l < 8; l++) {
-            int c = 8 * q + l;
-            tmp[l] = (int64_t)acc[c] + corr[c] + (bias ? bias[c] : 0);
-        }
-        memcpy(&v, tmp, sizeof v);
-        for (l = 0; l < 8; l++) tmp[l] = mul ? mul[8 * q + l] : m0;
-        memcpy(&m, tmp, sizeof m);
-        for (l = 0; l < 8; l++) tmp[l] = shift ? shift[8 * q + l] : s0;
-        memcpy(&s, tmp, sizeof s);
+        rt_v8l v = rt_v8l_load(acc + 8 * q) + rt_v8l_load(corr + 8 * q);
+        rt_v8l m = mul ? rt_v8l_load(mul + 8 * q) : zero + m0;
+        rt_v8l s = shift ? rt_v8l_load(shift + 8 * q) : zero + s0;
+        rt_v8l pos, sr, half, right, left, r;
+        if (bias) v += rt_v8l_load(bias + 8 * q);
         v = v * m;
         pos = s > 0;                                   /* -1 where a right shift */
         sr = (s & pos) | (one & ~pos);                 /* the right shift, >= 1 */
@@ -75,10 +78,9 @@ static inline void rt_requantize_block32(const int32_t *restrict acc, const int3
             right -= right & one & ((v & ((one << sr) - 1)) == half);
         left = v << ((-s) & ~pos);
         r = (right & pos) | (left & ~pos);
-        for (l = 0; l < 8; l++) {
-            int64_t t = r[l];
-            y[(8 * q + l) * stride] = (int8_t)(t < lo ? lo : t > hi ? hi : t);
-        }
+        r = (r & (r >= lo)) | ((zero + lo) & ~(r >= lo));
+        r = (r & (r <= hi)) | ((zero + hi) & ~(r <= hi));
+        for (l = 0; l < 8; l++) y[(8 * q + l) * stride] = (int8_t)r[l];
     }
 }
 #endif
