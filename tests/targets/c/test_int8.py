@@ -82,9 +82,14 @@ def _elementwise_graph() -> Graph:
     w2 = constant("w2", rng.integers(-127, 128, (33, 5, 1, 2)).astype(np.int8))
     b1 = constant("b1", rng.integers(-30, 30, 40).astype(np.int32))
     conv_shifts = constant("conv_shifts", np.tile(np.arange(-2, 6), 5).astype(np.int32))
+    w3 = constant("w3", rng.integers(-127, 128, (10, 1, 3, 3)).astype(np.int8))
+    w4 = constant("w4", rng.integers(-127, 128, (5, 1, 3, 2)).astype(np.int8))
     acc1, acc2 = Value("acc1"), Value("acc2")
-    outs = [Value(n) for n in ("r1", "r2", "q1", "q2", "c1", "c2")]
+    outs = [Value(n) for n in ("r1", "r2", "q1", "q2", "c1", "c2", "g3", "dw4")]
     nodes = [
+        # grouped (2 outputs per group: the general routine) and depthwise, int32 results
+        Node("Conv", "conv3", [x8, w3], [outs[6]], {"group": 5}),
+        Node("Conv", "conv4", [x8, w4], [outs[7]], {"group": 5, "strides": [1, 2]}),
         # convs with their output stage fused: per-channel shifts (some left, half even) over a
         # full and a partial block of channels; a per-tensor multiplier at stride 2
         Node("Conv", "conv1", [x8, w1, b1], [acc1], {}),

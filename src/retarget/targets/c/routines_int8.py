@@ -44,7 +44,7 @@ INT8_FILES = ("int8.c", "int8_dot.c")
 # routine name -> number of pointer operands (the int8 routines of int8.c)
 INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32": 4,
                  "rt_qadd_s8": 3, "rt_pad_s8": 2, "rt_pool_s8": 2, "rt_conv_s8": 6,
-                 "rt_conv_s8_dot": 8,
+                 "rt_conv_s8_dot": 8, "rt_dwconv_s8": 6,
                  "rt_concat": -1}
 _INT = ("int8", "int32")
 MAX_POOL_WIDTH = 4096     # int8.c rt_pool_s8's row buffer
@@ -327,10 +327,33 @@ def _dot_call(node: Node, stage_node: Node | None) -> Fused:
     return Fused(nodes, Scheduled(k_sig, tuple(relayouts)), routine, (scratch.name,))
 
 
+def _depthwise(L: _IntLayer) -> bool:
+    n, c, hp, wp, k, r, s, sh, sw, oh, ow, g = L.ints
+    return g == c == k > 1 and ow <= MAX_POOL_WIDTH
+
+
+def _dw_call(node: Node, stage_node: Node | None) -> Fused:
+    """A depthwise int8 conv on rt_dwconv_s8 (its weights read as they are)."""
+    L = _int_layer(node)
+    inputs, relayouts, bias = [_t(L.x), _t(L.w)], [], -1
+    if L.bias is not None:
+        bias = len(inputs)
+        inputs.append(_t(L.bias))
+    mul, shift, stage = _stage_inputs(stage_node, inputs, relayouts)
+    out_value = node.outputs[0] if stage_node is None else stage_node.outputs[0]
+    n, c, hp, wp, k, r, s, sh, sw, oh, ow, g = L.ints
+    ints = (n, c, hp, wp, r, s, sh, sw, oh, ow, int(stage_node is not None)) + stage
+    nodes = (node,) if stage_node is None else (node, stage_node)
+    return _call(nodes, inputs, _t(out_value), "rt_dwconv_s8", ints,
+                 (0, 1, bias, mul, shift, len(inputs)), relayouts)
+
+
 def _conv_call(node: Node, stage_node: Node | None) -> Fused:
     L = _int_layer(node)
     if L.groups == 1:
         return _dot_call(node, stage_node)
+    if _depthwise(L):
+        return _dw_call(node, stage_node)
     pack = IntBlockPacking(f"{L.w.name}__i{IKB}{'t' if L.transpose else ''}", L.w.name,
                            L.groups, L.transpose)
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, g = L.ints
@@ -489,6 +512,14 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
                 (2, "int32", blocks * DKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
                 (6, "int8" if out_s8 else "int32", n * k * oh * ow),
                 (7, "int32", n * c4 * hp * wp)]
+    if r.name == "rt_dwconv_s8":
+        n, c, hp, wp, rr, ss, sh, sw, oh, ow, out_s8 = i[:11]
+        if (hp - rr) // sh + 1 != oh or (wp - ss) // sw + 1 != ow or hp < rr or wp < ss or \
+                ow > MAX_POOL_WIDTH:
+            raise ValueError("window, strides and sizes disagree")
+        return [(0, "int8", n * c * hp * wp), (1, "int8", c * rr * ss), (2, "int32", c),
+                (3, "int32", c), (4, "int32", c), (5, "int8" if out_s8 else "int32",
+                                                   n * c * oh * ow)]
     if r.name == "rt_concat":
         rows, stride, *row_bytes = i
         if sum(row_bytes) != stride or len(row_bytes) != len(r.operands) - 1:
@@ -530,7 +561,8 @@ def _sizes(r: Routine) -> tuple[int, ...]:
     i = r.ints
     return {"rt_quantize_p2": i[:1], "rt_dequantize_p2": i[:1], "rt_requantize_s32": i[:3],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
-            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_concat": i}.get(r.name, ())
+            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_dwconv_s8": i[:10],
+            "rt_concat": i}.get(r.name, ())
 
 
 def int8_call(call: Call, pointers: Sequence[str]) -> str:

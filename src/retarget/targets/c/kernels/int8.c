@@ -234,3 +234,52 @@ static void rt_conv_s8(const int8_t *restrict x, const int32_t *restrict wp,
             }
     }
 }
+
+/* rt_dwconv_s8: a depthwise int8 convolution (group = C = K) of an already padded input,
+   the weights as they are ([C][1][R][S] int8), bias and the output stage as rt_conv_s8.
+   Each output row is accumulated in int32 over the R x S taps, the columns innermost (a
+   contiguous or strided sweep the compiler vectorises). */
+static void rt_dwconv_s8(const int8_t *restrict x, const int8_t *restrict w,
+                         const int32_t *restrict bias, const int32_t *restrict mul,
+                         const int32_t *restrict shift, void *restrict y, int N, int C, int Hp,
+                         int Wp, int R, int S, int sh, int sw, int OH, int OW, int out_s8,
+                         int m0, int s0, int lo, int hi, int half_even)
+{
+    int p;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+    for (p = 0; p < N * C; p++) {
+        int c = p % C, oh, ow, r, s;
+        int m = mul ? mul[c] : m0, sft = shift ? shift[c] : s0;
+        const int8_t *xp = x + (ptrdiff_t)p * Hp * Wp;
+        const int8_t *wc = w + (ptrdiff_t)c * R * S;
+        for (oh = 0; oh < OH; oh++) {
+            int32_t row[4096];             /* OW <= 4096 (checked by the code generator) */
+            ptrdiff_t o = ((ptrdiff_t)p * OH + oh) * OW;
+            for (ow = 0; ow < OW; ow++) row[ow] = bias ? bias[c] : 0;
+            for (r = 0; r < R; r++) {
+                const int8_t *xr = xp + (ptrdiff_t)(oh * sh + r) * Wp;
+                for (s = 0; s < S; s++) {
+                    int32_t wv = wc[r * S + s];
+                    for (ow = 0; ow < OW; ow++) row[ow] += wv * xr[ow * sw + s];
+                }
+            }
+            if (out_s8 && sft > 0 && !half_even) {
+                /* the common stage as a plain loop the compiler vectorises */
+                int64_t half = (int64_t)1 << (sft - 1);
+                int8_t *yo = (int8_t *)y + o;
+                for (ow = 0; ow < OW; ow++) {
+                    int64_t v = ((int64_t)row[ow] * m + half) >> sft;
+                    v = v < lo ? lo : v;
+                    yo[ow] = (int8_t)(v > hi ? hi : v);
+                }
+            } else if (out_s8)
+                for (ow = 0; ow < OW; ow++)
+                    ((int8_t *)y)[o + ow] = (int8_t)rt_saturate(
+                        rt_round_shift((int64_t)row[ow] * m, sft, half_even), lo, hi);
+            else
+                memcpy((int32_t *)y + o, row, OW * sizeof *row);
+        }
+    }
+}
