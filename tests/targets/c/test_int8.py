@@ -128,3 +128,33 @@ def test_int8_primitives_round_like_the_reference(build):
             np.testing.assert_array_equal(out[k], ref[k], err_msg=k)
     finally:
         module.close()
+
+
+def test_generate_c_gives_the_int8_project_outside_a_module(tmp_path):
+    """generate_c: the C project of a quantised graph, built with its own Makefile and run
+    by its own `model` runner on raw files, bit-exact with the reference."""
+    import subprocess
+    from retarget.targets.c import generate_c
+    graph = _quantized("resnet18", "pow2")
+    project = generate_c(graph, {"cflags": "-O1 -std=c99", "openmp": False})
+    routines = {c.routine.name for c in project.program.calls if c.routine is not None}
+    assert {"rt_conv_s8_dot", "rt_quantize_p2", "rt_qadd_s8", "rt_pool_s8"} <= routines
+    d = project.write(tmp_path / "r18")
+    subprocess.run(["make", "model", "CFLAGS=-O1 -std=c99"], cwd=d, check=True,
+                   capture_output=True)
+    v = graph.inputs[0]
+    x = np.random.default_rng(4).standard_normal(v.type.shape).astype(np.float32)
+    x.tofile(d / "x.bin")
+    subprocess.run(["./model", "weights.bin", "x.bin", "y.bin"], cwd=d, check=True,
+                   capture_output=True)
+    (name, ref), = run_graph(graph, {v.name: x}).items()
+    out = np.fromfile(d / "y.bin", dtype=ref.dtype).reshape(ref.shape)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_generate_c_names_the_nodes_it_cannot_run():
+    from retarget.errors import TargetError
+    from retarget.targets.c import generate_c
+    g = _quantized("alexnet", "multiplier")      # QuantizeLinear and QLrn have no routine
+    with pytest.raises(TargetError, match="cannot run as C.*QuantizeLinear"):
+        generate_c(g)
