@@ -1,7 +1,8 @@
 """The `c` target's hand-written routines (targets/c/kernels, targets/c/routines.py) against
 the NumPy reference on odd shapes: channel counts that leave a partial weight block, widths
 that leave a partial register tile, strided and non-square windows, 1x1 layers on both
-routines (with a partial group of positions), dense layers at batch > 1, and every fused
+routines (with a partial group of positions), a depthwise layer, dense layers at batch > 1,
+and every fused
 epilogue (bias, residual add, ReLU, Clip). Built with the vector extensions and with the
 portable C99 fallback (-DRT_PORTABLE); and the loop nest each fused call carries is checked
 through the interpreter."""
@@ -68,6 +69,12 @@ def _layers_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Conv", [inp("xe", [1, 4, 9, 10]), const("we", [32, 4, 5, 3]),
                                            const("be", [32])], ["ye"], strides=[2, 1]))
     out("ye")
+    # depthwise, strided, with its Clip and a bias
+    nodes.append(helper.make_node("Conv", [inp("xh", [1, 6, 9, 11]), const("wh", [6, 1, 3, 3]),
+                                           const("bh", [6])], ["ch"], pads=[1, 1, 1, 1],
+                                  strides=[2, 2], group=6))
+    nodes.append(helper.make_node("Clip", ["ch", "lo", "hi"], ["yh"]))
+    out("yh")
     # dense: Gemm (transB) at batch 3 with ReLU, MatMul by a constant at batch 2
     nodes.append(helper.make_node("Gemm", [inp("xf", [3, 50]), const("wf", [37, 50]),
                                            const("bf", [37])], ["gf"], transB=1))
@@ -96,6 +103,7 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
         assert used.count("rt_pointwise_f32") == 1 and used.count("rt_conv_f32") == 6, used
+        assert used.count("rt_dwconv_f32") == 1, used
         # the epilogues were fused: no Relu, Add or Clip call is left
         assert not [c.node for c in calls if c.routine is None and "Conv" not in c.node
                     and "Pad" not in c.node], [c.node for c in calls]
@@ -117,10 +125,10 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
     consts = {v.name: v.const for n in graph.nodes for v in n.inputs
               if v is not None and v.is_const}
     groups = plan_routines(region)
-    assert len(groups) == 7
+    assert len(groups) == 8
     for g in groups:
-        k, (packing,) = g.scheduled.kernel, g.scheduled.relayouts
-        arrays = {packing.name: packing.apply(consts[packing.source])}
+        k = g.scheduled.kernel         # a depthwise layer reads its weights unpacked
+        arrays = {p.name: p.apply(consts[p.source]) for p in g.scheduled.relayouts}
         for t in k.inputs:
             arrays.setdefault(t.name, consts.get(t.name, values.get(t.name)))
         got = run_kernel(k, arrays)

@@ -17,6 +17,8 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
     rt_pointwise_f32  packed wp[ceil(K/8)][C][8]: a 1x1 stride-1 layer as Y = W X with the
                       vectors along the positions (contiguous in NCHW); chosen where a layer
                       has at least POINTWISE_MIN_POSITIONS positions
+    rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S]:
+                      rows accumulated over the taps, columns innermost
 
 Summation order differs from the reference's (as in every optimised c kernel): results are
 within the target's 1e-4 tolerance, not bit-identical.
@@ -63,7 +65,10 @@ ROUTINES = {
                                ("N", "C", "Hp", "Wp", "K", "R", "S", "sh", "sw", "OH", "OW")),
     "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 8,
                                     ("N", "C", "P", "K")),
+    "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
+                                 ("N", "C", "Hp", "Wp", "R", "S", "sh", "sw", "OH", "OW")),
 }
+DW_MAX_WIDTH = 4096       # dwconv_f32.c RT_DW_MAX_WIDTH: its row buffer
 HEADER = "vec.h"
 # closes vec.h's `#pragma GCC push_options` after the last routine
 LIBRARY_END = """#if defined(__GNUC__) && !defined(__clang__)
@@ -124,6 +129,7 @@ class Layer:
     sw: int
     OH: int
     OW: int
+    depthwise: bool = False     # group = C = K: one R x S filter per channel, w [C, 1, R, S]
 
 
 def _float32(*values: Value | None) -> bool:
@@ -140,7 +146,9 @@ def _layer(node: Node) -> Layer | None:
         if len(x.type.shape) != 4 or len(w.type.shape) != 4:
             return None
         a = resolve_attrs(node)
-        if int(a["group"]) != 1 or any(d != 1 for d in a.get("dilations") or (1, 1)):
+        group = int(a["group"])
+        depthwise = group == x.type.shape[1] == w.type.shape[0] > 1 and w.type.shape[1] == 1
+        if (group != 1 and not depthwise) or any(d != 1 for d in a.get("dilations") or (1, 1)):
             return None
         if any(a.get("pads") or ()) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
             return None
@@ -148,9 +156,11 @@ def _layer(node: Node) -> Layer | None:
         k, _, r, s = w.type.shape
         sh, sw = (a.get("strides") or (1, 1))
         oh, ow = y.type.shape[2:]
-        if (hp - r) // sh + 1 != oh or (wp - s) // sw + 1 != ow:
+        if (hp - r) // sh + 1 != oh or (wp - s) // sw + 1 != ow or (
+                depthwise and ow > DW_MAX_WIDTH):
             return None
-        return Layer(node, x, w, b, False, False, n, c, hp, wp, k, r, s, sh, sw, oh, ow)
+        return Layer(node, x, w, b, False, False, n, c, hp, wp, k, r, s, sh, sw, oh, ow,
+                     depthwise)
     if node.op in ("Gemm", "MatMul"):
         x, w = node.inputs[0], node.inputs[1]
         b = node.input(2) if node.op == "Gemm" else None
@@ -239,9 +249,13 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
     y += x * wp over full blocks of `block` output channels and then the last, partial one;
     y = y + residual; y = act(y)."""
     L = layer
-    blocks, full, tail = -(-L.K // block), L.K // block, L.K % block
+    if L.depthwise:       # the weights as they are: block 1, "packed" = [C, 1, R, S]
+        block, blocks, full, tail = 1, L.K, L.K, 0
+        wp = Tensor(L.w.name, tuple(L.w.type.shape))
+    else:
+        blocks, full, tail = -(-L.K // block), L.K // block, L.K % block
+        wp = Tensor(packed.name, (blocks, L.C, L.R, L.S, block))
     x = Tensor(L.x.name, tuple(L.x.type.shape))
-    wp = Tensor(packed.name, (blocks, L.C, L.R, L.S, block))
     y = Tensor(out.name, tuple(out.type.shape))
     inputs = [x, wp]
 
@@ -271,12 +285,17 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
             continue
         extent = block if kb == "kb" else tail
         k = aff("kb") * block + aff("ki") if kb == "kb" else aff("ki") + base
-        term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")]),
-                      Load(wp[(kb, "c") + ((0, 0) if L.dense else ("r", "s")) + ("ki",)]))
+        if L.depthwise:    # channel kb reads its own input channel and filter
+            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")]),
+                          Load(wp[("kb", 0, "r", "s")]))
+        else:
+            term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")]),
+                          Load(wp[(kb, "c") + ((0, 0) if L.dense else ("r", "s")) + ("ki",)]))
         stmt = Store(y[yi("n", k, "oh", "ow")], term, "+")
         axes = [("n", L.N)] + ([("kb", count)] if kb == "kb" else []) + [("ki", extent)]
         axes += [] if L.dense else [("oh", L.OH), ("ow", L.OW)]
-        axes += [("c", L.C)] + ([] if L.dense else [("r", L.R), ("s", L.S)])
+        axes += [] if L.depthwise else [("c", L.C)]
+        axes += [] if L.dense else [("r", L.R), ("s", L.S)]
         for var, e in reversed(axes):
             stmt = Loop(var, e, (stmt,))
         body.append(stmt)
@@ -307,6 +326,9 @@ def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
     pointwise = (not L.dense and L.R == L.S == L.sh == L.sw == 1
                  and L.OH * L.OW >= POINTWISE_MIN_POSITIONS)
     floats = (ep.lo, ep.hi) if ep.act == ACT_CLIP else (0.0, 0.0)
+    if L.depthwise:
+        return Routine("rt_dwconv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.R, L.S, L.sh, L.sw,
+                                                   L.OH, L.OW, ep.act), floats)
     if pointwise:
         return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.OH * L.OW, L.K, ep.act),
                        floats)
@@ -340,7 +362,8 @@ def plan_routines(region: Region) -> list[Fused]:
         packed = BlockPacking(f"{layer.w.name}__b{block}{'t' if layer.transpose else ''}",
                               layer.w.name, block, layer.transpose)
         k = carrier(layer, packed, ep, out, block)
-        groups.append(Fused((node,) + ep.nodes, Scheduled(k, (packed,)),
+        relayouts = () if layer.depthwise else (packed,)
+        groups.append(Fused((node,) + ep.nodes, Scheduled(k, relayouts),
                             _routine(layer, ep, k)))
         taken.update(n.name for n in ep.nodes)
     return groups
@@ -378,6 +401,14 @@ def check_routine(call: Call) -> None:
                        f"over {hp}x{wd}")
         xs, ys = n * c * hp * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * rr * ss * spec.block
+    elif r.name == "rt_dwconv_f32":
+        n, c, hp, wd, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
+        if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss or \
+                ow > DW_MAX_WIDTH:
+            raise fail(f"output {oh}x{ow} is not a {rr}x{ss} window at strides {sh}, {sw} "
+                       f"over {hp}x{wd}")
+        kk = c
+        xs, ys, ws = n * c * hp * wd, n * c * oh * ow, c * rr * ss
     else:
         n, c, p, kk = (d[a] for a in spec.ints)
         xs, ys = n * c * p, n * kk * p
