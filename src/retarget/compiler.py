@@ -28,6 +28,7 @@ from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
 from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
+from .passes.host import REFERENCE, place_on_host
 from .passes.partition import partition
 from .runtime.module import Module
 from .targets.base import Target
@@ -37,7 +38,7 @@ from .targets.registry import get_target
 def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", *,
             cpu_nodes: Iterable[str] = (), min_region_macs: int | None = None,
             config: Mapping[str, Any] | None = None, calibration: Any = None,
-            fusion: str | None = None) -> Module:
+            fusion: str | None = None, host: "str | Target | None" = None) -> Module:
     """Compile `graph` (a Graph or an ONNX file path) for `target`.
 
     target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance.
@@ -51,6 +52,8 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     fusion: "optimized" (the default for targets that declare fusion templates), "greedy" or
         "none" (the default for the others): how layers are grouped into units lowered as
         one (passes/fusion/).
+    host: what runs the CPU regions: None or "reference" (the NumPy reference), or "c" /
+        "c:preset" / a c Target (generated C, passes/host.py; docs/deploy.md).
     """
     # 1. the graph: load a model file if given a path
     if not isinstance(graph, Graph):
@@ -88,8 +91,12 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
         except RetargetError as e:
             raise type(e)(f"lowering region {region.name!r} ({', '.join(region.node_names)}) "
                           f"for {tgt.name}: {e}") from None
-    # 8. package graph, regions, kernels and the placement report as a Module
-    return Module(g, tgt, parts.regions, kernels, parts.report)
+    # 8. the host: CPU regions as generated C when asked (the reference otherwise)
+    regions, host_code = parts.regions, None
+    if host is not None and host != REFERENCE:
+        regions, host_code = place_on_host(g, parts.regions, parts.report, get_target(host))
+    # 9. package graph, regions, kernels and the placement report as a Module
+    return Module(g, tgt, regions, kernels, parts.report, host=host_code)
 
 
 def _fusion_strategy(target: Target, fusion: str | None) -> str:

@@ -62,6 +62,7 @@ class PlacementReport:
     bytes_crossing: int         # bytes copied host<->device per inference
     fusion: str = "none"        # the fusion strategy compile() used
     fused: list[FusedGroup] = field(default_factory=list)
+    host: str = "reference"     # what runs the CPU regions: the NumPy reference or "c"
 
     def on(self, placement: str) -> list[NodePlacement]:
         return [n for n in self.nodes if n.placement == placement]
@@ -79,7 +80,8 @@ class PlacementReport:
                 "nodes": [{"name": n.name, "op": n.op, "placement": n.placement,
                            "reason": n.reason, "macs": n.macs, "region": n.region}
                           for n in self.nodes],
-                "fusion": self.fusion, "fused": [g.to_dict() for g in self.fused]}
+                "fusion": self.fusion, "fused": [g.to_dict() for g in self.fused],
+                "host": self.host}
 
     def table(self) -> str:
         """The report as a plain-text table followed by the summary."""
@@ -94,6 +96,7 @@ class PlacementReport:
                      f"({100 * s['macs_on_target'] / total:.1f}%) in {s['regions']} region(s); "
                      f"cpu: {s['nodes_on_cpu']} nodes, {s['macs_on_cpu']} MACs; "
                      f"{s['bytes_crossing']} bytes cross host<->device per run")
+        lines.append(self.host_line())
         if self.fused:
             lines += ["", f"fused groups (fusion={self.fusion}; cycles: the cycle model, fused "
                           f"vs the same layers one by one):"]
@@ -104,6 +107,15 @@ class PlacementReport:
         elif self.fusion != "none":
             lines.append(f"fusion={self.fusion}: no group was worth fusing")
         return "\n".join(lines)
+
+    def host_line(self) -> str:
+        """What runs the CPU nodes: the NumPy reference, or generated C (and how many)."""
+        cpu = self.on(CPU)
+        if self.host == "reference":
+            return f"host: the NumPy reference runs the {len(cpu)} cpu node(s)"
+        as_c = sum(1 for n in cpu if n.reason.endswith(f"host {self.host}: generated C"))
+        return (f"host: {self.host} runs {as_c} of the {len(cpu)} cpu node(s) as generated C, "
+                f"the NumPy reference the other {len(cpu) - as_c}")
 
     def __str__(self) -> str:
         return self.table()
@@ -338,20 +350,28 @@ def _build_regions(graph: Graph, order: list[int], assign: list[int], placement:
     for where, idx in groups:
         idx.sort()  # graph order is a topological order of the region's own nodes
         rnodes = [graph.nodes[i] for i in idx]
-        inside = {id(n) for n in rnodes}
-        produced = {id(v) for n in rnodes for v in n.outputs}
-        inputs: list[Value] = []
-        for n in rnodes:
-            for v in n.inputs:
-                if v is not None and not v.is_const and id(v) not in produced \
-                        and all(v is not x for x in inputs):
-                    inputs.append(v)
-        outputs = [v for n in rnodes for v in n.outputs
-                   if id(v) in graph_outputs or any(id(u) not in inside for u in consumers.get(v, []))]
+        inputs, outputs = region_boundary(rnodes, consumers, graph_outputs)
         name = f"{where}_{counts[where]}"
         counts[where] += 1
         regions.append(Region(name, where, rnodes, inputs, outputs, sum(macs[i] for i in idx)))
     return regions
+
+
+def region_boundary(nodes: list[Node], consumers: dict[Value, list[Node]],
+                    graph_outputs: set[int]) -> tuple[list[Value], list[Value]]:
+    """The inputs (non-constant values read from outside, first use first) and outputs
+    (values read outside or graph outputs, by id in `graph_outputs`) of a set of nodes."""
+    inside = {id(n) for n in nodes}
+    produced = {id(v) for n in nodes for v in n.outputs}
+    inputs: list[Value] = []
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None and not v.is_const and id(v) not in produced \
+                    and all(v is not x for x in inputs):
+                inputs.append(v)
+    outputs = [v for n in nodes for v in n.outputs
+               if id(v) in graph_outputs or any(id(u) not in inside for u in consumers.get(v, []))]
+    return inputs, outputs
 
 
 def _bytes_crossing(graph: Graph, regions: list[Region]) -> int:
@@ -399,4 +419,4 @@ def verify_partition(p: Partition) -> None:
 
 
 __all__ = ["NodePlacement", "PlacementReport", "Partition", "partition", "node_macs",
-           "verify_partition"]
+           "region_boundary", "verify_partition"]

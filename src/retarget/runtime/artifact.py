@@ -8,7 +8,8 @@ Layout
                             types, attributes; constants in graph.npz
     DIR/weights.npz         the arrays kernels store (keyed "<region>/<name>"); kernels may also
                             refer to graph constants by value name without copying them
-    DIR/kernels/<region>/   each kernel's own files (e.g. an instruction binary)
+    DIR/kernels/<region>/   each kernel's own files (e.g. an instruction binary); with a C host
+                            (manifest "host": the c target), CPU regions compiled as C too
 
 Only JSON and .npz (allow_pickle=False) are read. Kernels are rebuilt by the *registered*
 target's `load_kernel`, which maps the recorded kernel kind to a class it already has; nothing
@@ -37,6 +38,7 @@ import numpy as np
 from ..errors import ModelLoadError, RetargetError
 from ..ir.serialize import ARRAY_FILE_ERRORS, load_graph, read_versioned_json, save_graph
 from ..ir.verify import verify as verify_graph
+from ..passes.host import HostCode
 from ..passes.partition import FusedGroup, NodePlacement, PlacementReport
 from ..targets.base import Region
 from ..targets.registry import target_class, target_names
@@ -64,15 +66,20 @@ def save_module(module, directory: str | Path) -> Path:
         entry: dict[str, Any] = {"name": r.name, "target": r.target, "nodes": r.node_names,
                                  "inputs": [v.name for v in r.inputs],
                                  "outputs": [v.name for v in r.outputs], "macs": r.macs}
-        if r.target != "cpu":
+        kernel = (module.kernels[r.name] if r.target != "cpu" else
+                  None if module.host is None else module.host.kernels.get(r.name))
+        if kernel is not None:
             kdir = out / "kernels" / r.name
             kdir.mkdir(parents=True, exist_ok=True)
-            entry["kernel"] = module.kernels[r.name].save(kdir, weights)
+            entry["kernel"] = kernel.save(kdir, weights)
         regions.append(entry)
     t = module.target
     manifest = {"format": FORMAT, "version": VERSION,
                 "target": {"name": t.name, "preset": t.preset_name, "config": t.config_dict()},
                 "graph": GRAPH_FILE, "regions": regions, "report": module.report.to_dict()}
+    if module.host is not None:    # the c target that built the CPU regions' code
+        h = module.host.target
+        manifest["host"] = {"name": h.name, "preset": h.preset_name, "config": h.config_dict()}
     for name, a in consts.items():
         if weights[name] is not a:
             raise RetargetError(f"a kernel replaced graph constant {name!r} in the weight store; "
@@ -134,12 +141,11 @@ def load_module(directory: str | Path, verify: bool = True):
             weights = {k: z[k] for k in z.files}
     except ARRAY_FILE_ERRORS as e:
         raise ModelLoadError(f"{src / 'weights.npz'}: not a readable .npz of arrays ({e})") from None
-    t = manifest["target"]
-    try:
-        target = target_class(t["name"])(preset=t.get("preset")).with_overrides(
-            _jsonable_config(t["config"]))
-    except RetargetError as e:
-        raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
+    target = _target_of(src, manifest["target"])
+    host = None if manifest.get("host") is None else HostCode(_target_of(src, manifest["host"]))
+    if host is not None and host.target.name != "c":
+        raise _fail(src, f"host {host.target.name!r}: CPU regions run as C (host c) or on the "
+                         f"reference (no host entry)")
     graph = load_graph(src / _plain_name(manifest["graph"]), allowed_arrays=manifest["files"])
     try:
         verify_graph(graph)
@@ -150,9 +156,9 @@ def load_module(directory: str | Path, verify: bool = True):
     regions = _build_regions(src, graph, manifest["regions"])
     kernels = {}
     for e, r in zip(manifest["regions"], regions):
-        if r.target == "cpu":
+        if r.target == "cpu" and (host is None or "kernel" not in e):
             continue
-        if r.target != target.name:
+        if r.target != target.name and r.target != "cpu":
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} is for target "
                                  f"{r.target!r}, the module's target is {target.name!r}")
         if not isinstance(e.get("kernel"), dict):
@@ -162,7 +168,10 @@ def load_module(directory: str | Path, verify: bool = True):
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel files "
                                  f"(kernels/{r.name}/ is not in the artifact)")
         try:
-            kernels[r.name] = target.load_kernel(kdir, e["kernel"], weights)
+            if r.target == "cpu":
+                host.kernels[r.name] = host.target.load_kernel(kdir, e["kernel"], weights)
+            else:
+                kernels[r.name] = target.load_kernel(kdir, e["kernel"], weights)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
                 RecursionError, OSError) as err:
             # Everything in an artifact is input: a kernel loader that trips over a damaged
@@ -176,11 +185,24 @@ def load_module(directory: str | Path, verify: bool = True):
                             int(g["alone_cycles"])) for g in rep.get("fused", [])]
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
                                  int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]),
-                                 str(rep.get("fusion", "none")), fused)
+                                 str(rep.get("fusion", "none")), fused,
+                                 str(rep.get("host", "reference")))
     except (KeyError, TypeError, ValueError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
                              f"({type(e).__name__}: {e})") from None
-    return Module(graph, target, regions, kernels, report)
+    return Module(graph, target, regions, kernels, report, host=host)
+
+
+def _target_of(src: Path, t: dict):
+    """The registered target a manifest's "target" (or "host") entry names, with its config."""
+    if not isinstance(t, dict) or not isinstance(t.get("name"), str) \
+            or t["name"] not in target_names() or not isinstance(t.get("config"), dict):
+        raise _fail(src, f"malformed target entry {t!r}")
+    try:
+        return target_class(t["name"])(preset=t.get("preset")).with_overrides(
+            _jsonable_config(t["config"]))
+    except RetargetError as e:
+        raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
 
 
 def _read_manifest(src: Path) -> dict:

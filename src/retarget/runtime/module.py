@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from ..ir.graph import Graph
+from ..passes.host import HostCode
 from ..passes.partition import PlacementReport
 from ..targets.base import Kernel, Region, Target
 
@@ -30,6 +31,7 @@ class Module:
     regions: list[Region]            # execution order; CPU and offloaded regions
     kernels: dict[str, Kernel]       # offloaded region name -> its kernel
     report: PlacementReport
+    host: HostCode | None = None     # CPU regions compiled as C (None: the NumPy reference)
     _executor: object | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
