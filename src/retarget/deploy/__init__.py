@@ -1,0 +1,6 @@
+"""Deploying a compiled module as a standalone C program (docs/deploy.md): project.py writes
+the project, vta.py a VTA region's image, stream and tables, blob.py the constants' blob,
+rt_deploy.[ch] the program's hand-written runtime."""
+from .project import deploy
+
+__all__ = ["deploy"]

@@ -1,0 +1,95 @@
+"""`retarget deploy`: the standalone C program of a vta module compiled with --host c, built
+with make and run from a temporary directory with no Python on PATH, gives outputs identical
+to `retarget run` on the same artifact; bad inputs are refused by the program; targets and
+hosts it does not deploy are refused clearly."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retarget import cli, zoo
+from retarget.errors import InputError, UnsupportedOpError
+from retarget.deploy import deploy
+from retarget.runtime.module import Module
+
+from .test_host_c import HOST, NETS, _compile, _data
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
+                                reason="needs gcc and make")
+TOOLS = ("make", "gcc", "cc", "as", "ld")
+
+
+def toolchain_only_path(tmp_path: Path) -> str:
+    """A PATH of one directory holding the build tools and nothing else (no python)."""
+    bin_dir = tmp_path / "toolbin"
+    bin_dir.mkdir()
+    for tool in TOOLS:
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    assert shutil.which("python3", path=str(bin_dir)) is None
+    assert shutil.which("python", path=str(bin_dir)) is None
+    return str(bin_dir)
+
+
+def build_and_run(project: Path, tmp_path: Path, x: dict, extra_make=()) -> dict:
+    env = {"PATH": toolchain_only_path(tmp_path), "HOME": str(tmp_path)}
+    subprocess.run(["make", "-C", str(project), "CFLAGS=-O1", *extra_make], check=True,
+                   capture_output=True, env=env, timeout=600)
+    work = tmp_path / "work"
+    work.mkdir()
+    args = []
+    for name, a in x.items():
+        np.save(work / f"in{len(args)}.npy", a)
+        args += ["--input", f"in{len(args) // 2}.npy"]
+    module_outputs = [v.name for v in Module.load(project.parent / "art").graph.outputs]
+    for j in range(len(module_outputs)):
+        args += ["--output", f"out{j}.npy"]
+    subprocess.run([str(project / "model"), *args], check=True, cwd=work, env={}, timeout=600,
+                   capture_output=True)
+    return {name: np.load(work / f"out{j}.npy") for j, name in enumerate(module_outputs)}
+
+
+@pytest.mark.parametrize("name", ["resnet18", "googlenet"])
+def test_deployed_program_equals_retarget_run(name, tmp_path):
+    m = _compile(name, "vta")
+    x = _data(m.graph, 5)
+    m.save(tmp_path / "art")
+    m.close()
+    # `retarget run` on the artifact, and the deployed program, on the same input
+    np.save(tmp_path / "x.npy", next(iter(x.values())))
+    assert cli.main(["run", str(tmp_path / "art"), "--input", str(tmp_path / "x.npy"),
+                     "--output", str(tmp_path / "want.npy")]) == 0
+    want = np.load(tmp_path / "want.npy")
+    assert cli.main(["deploy", str(tmp_path / "art"), "-o", str(tmp_path / "project")]) == 0
+    got = build_and_run(tmp_path / "project", tmp_path, x)
+    (y,) = got.values()
+    assert y.dtype == want.dtype and y.shape == want.shape and np.array_equal(y, want)
+
+
+def test_the_program_checks_its_inputs(tmp_path):
+    m = _compile("resnet18", "vta")
+    m.save(tmp_path / "art")
+    project = deploy(m, tmp_path / "project")
+    m.close()
+    env = {"PATH": toolchain_only_path(tmp_path)}
+    subprocess.run(["make", "-C", str(project), "CFLAGS=-O1"], check=True, capture_output=True,
+                   env=env, timeout=600)
+    np.save(tmp_path / "bad.npy", np.zeros((1, 3, 8, 8), np.float32))
+    r = subprocess.run([str(project / "model"), "--input", str(tmp_path / "bad.npy"), "--output",
+                        str(tmp_path / "y.npy")], capture_output=True, text=True, env={})
+    assert r.returncode == 1 and "must be '<f4'(1, 3, 32, 32)" in r.stderr
+    r = subprocess.run([str(project / "model")], capture_output=True, text=True, env={})
+    assert r.returncode == 2 and "1 input(s) and 1 output(s) needed" in r.stderr
+
+
+def test_deploy_refuses_what_it_does_not_do():
+    with pytest.raises(UnsupportedOpError, match="target 'dnnvm' is not supported yet"):
+        deploy(_compile("resnet18", "dnnvm"), "/nonexistent/never-written")
+    with pytest.raises(InputError, match="compile it with --host c"):
+        deploy(_compile("resnet18", "vta", host=None), "/nonexistent/never-written")
