@@ -4,7 +4,6 @@ to `retarget run` on the same artifact; bad inputs are refused by the program; t
 hosts it does not deploy are refused clearly."""
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from retarget import cli, zoo
 from retarget.errors import InputError, UnsupportedOpError
-from retarget.deploy import deploy
+from retarget.deploy import build_program, deploy, run_program
 from retarget.runtime.module import Module
 
 from .test_host_c import HOST, NETS, _compile, _data
@@ -37,22 +36,13 @@ def toolchain_only_path(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-def build_and_run(project: Path, tmp_path: Path, x: dict, extra_make=()) -> dict:
-    env = {"PATH": toolchain_only_path(tmp_path), "HOME": str(tmp_path)}
-    subprocess.run(["make", "-C", str(project), "CFLAGS=-O1", *extra_make], check=True,
-                   capture_output=True, env=env, timeout=600)
-    work = tmp_path / "work"
-    work.mkdir()
-    args = []
-    for name, a in x.items():
-        np.save(work / f"in{len(args)}.npy", a)
-        args += ["--input", f"in{len(args) // 2}.npy"]
-    module_outputs = [v.name for v in Module.load(project.parent / "art").graph.outputs]
-    for j in range(len(module_outputs)):
-        args += ["--output", f"out{j}.npy"]
-    subprocess.run([str(project / "model"), *args], check=True, cwd=work, env={}, timeout=600,
-                   capture_output=True)
-    return {name: np.load(work / f"out{j}.npy") for j, name in enumerate(module_outputs)}
+def build_and_run(project: Path, tmp_path: Path, x: dict) -> dict:
+    """make and run with only the build tools on PATH (and no environment at all to run)."""
+    program = build_program(project, ["CFLAGS=-O1"], env={"PATH": toolchain_only_path(tmp_path),
+                                                           "HOME": str(tmp_path)})
+    names = [v.name for v in Module.load(project.parent / "art").graph.outputs]
+    outs, _ = run_program(program, list(x.values()), len(names), env={})
+    return dict(zip(names, outs))
 
 
 @pytest.mark.parametrize("name", ["resnet18", "googlenet"])
@@ -77,9 +67,7 @@ def test_the_program_checks_its_inputs(tmp_path):
     m.save(tmp_path / "art")
     project = deploy(m, tmp_path / "project")
     m.close()
-    env = {"PATH": toolchain_only_path(tmp_path)}
-    subprocess.run(["make", "-C", str(project), "CFLAGS=-O1"], check=True, capture_output=True,
-                   env=env, timeout=600)
+    build_program(project, ["CFLAGS=-O1"], env={"PATH": toolchain_only_path(tmp_path)})
     np.save(tmp_path / "bad.npy", np.zeros((1, 3, 8, 8), np.float32))
     r = subprocess.run([str(project / "model"), "--input", str(tmp_path / "bad.npy"), "--output",
                         str(tmp_path / "y.npy")], capture_output=True, text=True, env={})
@@ -93,3 +81,10 @@ def test_deploy_refuses_what_it_does_not_do():
         deploy(_compile("resnet18", "dnnvm"), "/nonexistent/never-written")
     with pytest.raises(InputError, match="compile it with --host c"):
         deploy(_compile("resnet18", "vta", host=None), "/nonexistent/never-written")
+
+
+def test_demo_deploy(capsys):
+    assert cli.main(["demo", "--deploy", "--limit", "80"]) == 0
+    out = capsys.readouterr().out
+    assert "outputs equal retarget run's: 80/80 images" in out and "demo: OK" in out
+    assert "top-1 int8 (deployed program)" in out
