@@ -168,8 +168,9 @@ def _plan(graph, steps, values: dict[str, Value]):
     for v in graph.inputs + graph.outputs:
         values[v.name] = v
     plan_steps = [Step(f"step{i}", *_io(s)) for i, s in enumerate(steps)]
+    # graph inputs are read once, before the first inference, and kept for --repeat
     plan = plan_memory(plan_steps, {n: v.type.nbytes for n, v in values.items()},
-                       keep=[v.name for v in graph.outputs])
+                       keep=[v.name for v in graph.inputs + graph.outputs])
     plan.check()
     return plan
 
