@@ -94,7 +94,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     module = compile(graph, _target_spec(args.target, args.config),
-                     calibration=digits_calibration(), host="c" if args.deploy else None)
+                     calibration=digits_calibration(), host="c:serial" if args.deploy else None)
     t_compile = time.perf_counter() - t0
     target = module.target
     kind = getattr(target.config, "target_name", target.description)

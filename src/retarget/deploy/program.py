@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -15,7 +16,14 @@ import numpy as np
 from ..errors import TargetError
 
 BUILD_TIMEOUT_S = 900
-_MS_PER_RUN = re.compile(r"([0-9.]+) ms per inference")
+_MS_PER_RUN = re.compile(r"([0-9.]+) ms per inference, ([0-9.]+) ms CPU")
+
+
+@dataclass(frozen=True, slots=True)
+class ProgramTiming:
+    """What `model --repeat N` measured itself: wall and CPU milliseconds per inference."""
+    wall_ms: float
+    cpu_ms: float
 
 
 def build_program(project: str | Path, make_args: Sequence[str] = (),
@@ -35,9 +43,9 @@ def build_program(project: str | Path, make_args: Sequence[str] = (),
 
 def run_program(program: str | Path, inputs: Sequence[np.ndarray], num_outputs: int,
                 repeat: int = 1, env: Mapping[str, str] | None = None
-                ) -> tuple[list[np.ndarray], float | None]:
+                ) -> tuple[list[np.ndarray], ProgramTiming | None]:
     """Run a deployed program on `inputs` (graph order); returns its outputs and, with
-    repeat > 1, the milliseconds per inference it measured."""
+    repeat > 1, the time per inference it measured."""
     with tempfile.TemporaryDirectory(prefix="retarget-deployed-") as tmp:
         work = Path(tmp)
         args = [str(program)]
@@ -54,7 +62,7 @@ def run_program(program: str | Path, inputs: Sequence[np.ndarray], num_outputs: 
             raise TargetError(f"{program} exited with {done.returncode}: {done.stderr.strip()}")
         outputs = [np.load(work / f"out{j}.npy") for j in range(num_outputs)]
     m = _MS_PER_RUN.search(done.stderr)
-    return outputs, None if m is None else float(m.group(1))
+    return outputs, None if m is None else ProgramTiming(float(m.group(1)), float(m.group(2)))
 
 
-__all__ = ["build_program", "run_program"]
+__all__ = ["ProgramTiming", "build_program", "run_program"]
