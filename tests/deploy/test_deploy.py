@@ -91,3 +91,39 @@ def test_demo_deploy(capsys):
     out = capsys.readouterr().out
     assert "outputs equal retarget run's: 80/80 images" in out and "demo: OK" in out
     assert "top-1 int8 (deployed program)" in out
+
+
+SHIM = r"""
+/* Another implementation of the driver API for the test: retarget's simulator driver with
+ * VTADeviceRun wrapped to count the runs, which it writes to runs.txt at exit. */
+#include <stdio.h>
+#include <stdlib.h>
+#define VTADeviceRun sim_VTADeviceRun
+#include "vta/vta_driver_sim.c"
+#undef VTADeviceRun
+static unsigned runs;
+static void report(void) { FILE *f = fopen("runs.txt", "w"); fprintf(f, "%u\n", runs); fclose(f); }
+int VTADeviceRun(VTADeviceHandle d, vta_phy_addr_t insn, uint32_t count, uint32_t wait) {
+  if (runs++ == 0) atexit(report);
+  return sim_VTADeviceRun(d, insn, count, wait);
+}
+"""
+
+
+def test_make_links_another_driver(tmp_path):
+    m = _compile("resnet18", "vta")
+    x = _data(m.graph, 6)
+    want = m.run(x)
+    vta_regions = len(m.offloaded)
+    project = deploy(m, tmp_path / "project")
+    m.close()
+    (project / "shim.c").write_text(SHIM)
+    program = build_program(project, ["CFLAGS=-O1", "VTA_DRIVER=shim.c vta/vta_csim.c"])
+    work = tmp_path / "work"
+    work.mkdir()
+    np.save(work / "x.npy", next(iter(x.values())))
+    subprocess.run([str(program), "--input", "x.npy", "--output", "y.npy"], cwd=work,
+                   check=True, env={}, capture_output=True)
+    assert np.array_equal(np.load(work / "y.npy"), next(iter(want.values())))
+    # one stream per VTA region and inference
+    assert vta_regions >= 1 and int((work / "runs.txt").read_text()) == vta_regions
