@@ -91,7 +91,7 @@ def test_the_comparison_can_fail():
 
 
 def test_save_and_load_in_a_fresh_process(tmp_path):
-    m = _compile("googlenet", "vta")
+    m = _compile("resnet18", "vta")
     x = _data(m.graph, 4)
     out = m.run(x)
     m.save(tmp_path / "art")
