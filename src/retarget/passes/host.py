@@ -18,9 +18,9 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import RetargetError, TargetError
 from ..ir.graph import Graph, Node
-from ..targets.base import Kernel, Region, Target
+from ..targets.base import Kernel, Region, Target, external_inputs
 from .infer_shapes import infer_shapes
-from .partition import CPU, PlacementReport, region_boundary
+from .partition import CPU, PlacementReport
 
 REFERENCE = "reference"
 
@@ -58,7 +58,10 @@ def place_on_host(graph: Graph, regions: list[Region], report: PlacementReport,
         for as_c, nodes in _runs(region.nodes, refusals):
             name = f"{CPU}_{count}"
             count += 1
-            inputs, outputs = region_boundary(nodes, consumers, graph_outputs)
+            inside = {id(n) for n in nodes}
+            inputs = external_inputs(nodes)
+            outputs = [v for n in nodes for v in n.outputs if id(v) in graph_outputs
+                       or any(id(u) not in inside for u in consumers.get(v, []))]
             run = Region(name, CPU, nodes, inputs, outputs, sum(
                 p.macs for p in report.nodes if p.name in {n.name for n in nodes}))
             failed = ""
