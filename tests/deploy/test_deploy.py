@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retarget import cli, zoo
+from retarget import cli
 from retarget.errors import InputError, UnsupportedOpError
 from retarget.deploy import build_program, deploy, run_program
 from retarget.runtime.module import Module
 
-from .test_host_c import HOST, NETS, _compile, _data
+from .test_host_c import _compile, _data
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("make") is None,
                                 reason="needs gcc and make")

@@ -49,6 +49,7 @@ def place_on_host(graph: Graph, regions: list[Region], report: PlacementReport,
     out: list[Region] = []
     why: dict[str, str] = {}       # node name -> where it runs on the host, and why
     consumers, graph_outputs = graph.consumers(), {id(v) for v in graph.outputs}
+    macs = {p.name: p.macs for p in report.nodes}
     count = 0
     for region in regions:
         if region.target != CPU:
@@ -62,8 +63,7 @@ def place_on_host(graph: Graph, regions: list[Region], report: PlacementReport,
             inputs = external_inputs(nodes)
             outputs = [v for n in nodes for v in n.outputs if id(v) in graph_outputs
                        or any(id(u) not in inside for u in consumers.get(v, []))]
-            run = Region(name, CPU, nodes, inputs, outputs, sum(
-                p.macs for p in report.nodes if p.name in {n.name for n in nodes}))
+            run = Region(name, CPU, nodes, inputs, outputs, sum(macs[n.name] for n in nodes))
             failed = ""
             if as_c:
                 try:
