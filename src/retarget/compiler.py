@@ -30,6 +30,7 @@ from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
 from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
+from .passes.host import REFERENCE, place_on_host
 from .passes.partition import partition
 from .runtime.module import Module
 from .targets.base import INT8_TFLITE, Target
@@ -48,7 +49,7 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
             cpu_nodes: Iterable[str] = (), min_region_macs: int | None = None,
             config: Mapping[str, Any] | None = None, calibration: Any = None,
             fusion: str | None = None, pins: Mapping[str, str] | None = None,
-            placement: str = "first") -> Module:
+            placement: str = "first", host: "str | Target | None" = None) -> Module:
     """Compile `graph` (a Graph or an ONNX file path) for `target`.
 
     target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance; or
@@ -69,6 +70,8 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
     fusion: "optimized" (the default for targets that declare fusion templates), "greedy" or
         "none" (the default for the others): how layers are grouped into units lowered as
         one (passes/fusion/).
+    host: what runs the CPU regions: None or "reference" (the NumPy reference), or "c" /
+        "c:preset" / a c Target (generated C, passes/host.py; docs/deploy.md).
     """
     # 1. the devices, with their configs resolved (preset, file, overrides)
     targets = resolve_targets(target, config)
@@ -121,8 +124,13 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
         except RetargetError as e:
             raise type(e)(f"lowering region {region.name!r} ({', '.join(region.node_names)}) "
                           f"for {t.name}: {e}") from None
-    # 8. package graph, regions, kernels and the placement report as a Module
-    return Module(g, tgt, parts.regions, kernels, parts.report, targets={t.name: t for t in targets})
+    # 8. the host: CPU regions as generated C when asked (the reference otherwise)
+    regions, host_code = parts.regions, None
+    if host is not None and host != REFERENCE:
+        regions, host_code = place_on_host(g, parts.regions, parts.report, get_target(host))
+    # 9. package graph, regions, kernels and the placement report as a Module
+    return Module(g, tgt, regions, kernels, parts.report, targets={t.name: t for t in targets},
+                  host=host_code)
 
 
 def resolve_targets(target: "str | Path | Target | Sequence", config: Mapping[str, Any] | None
