@@ -1,5 +1,6 @@
 """Ahead-of-time C: the `c` target's generated library against its naive mode,
-onnxruntime and retarget's NumPy reference, single-threaded and on all cores.
+onnxruntime and retarget's NumPy reference, in float and in int8, single-threaded and on all
+cores.
 
     python benchmarks/bench_aot_c.py [--nets resnet18,resnet50,vgg16,mobilenet_v1] [--size 224]
                                      [--runs 3] [--json FILE]
@@ -8,15 +9,22 @@ Per network (batch 1): compile + build seconds of the optimised library, its are
 against the sum of all its tensors, and per thread count (1, and all cores) the best of
 `--runs` timed runs after one warm-up of: the generated C (`c_ms`), the naive mode of the same
 generator (`naive_ms`: parallel outer loop, no buffering or reordering), onnxruntime
-(`ort_ms`) and the reference executor (`ref_ms`, NumPy). The table also shows the buffered
-mode (swTVM's buffering, loop order and copies in 32 KB of local memory), not in the JSON. Threads: OpenMP's
-omp_set_num_threads (libgomp is shared by every library in the process), onnxruntime's
-intra_op_num_threads, and the BLAS thread count for the reference.
+(`ort_ms`), the reference executor (`ref_ms`, NumPy), the int8 network (retarget.quantize,
+per-channel power-of-two scales, calibrated on the benchmark input) as generated C
+(`int8_ms`), and onnxruntime on the same network quantised by
+onnxruntime.quantization.quantize_static (QDQ format, per-channel weights, u8 activations, the
+same calibration input) (`ort_int8_ms`); `tvm_ms` where apache-tvm is installed (untuned,
+llvm -mcpu=native). The table also shows the buffered mode (swTVM's buffering, loop order and
+copies in 32 KB of local memory), not in the JSON, and the ratios: c / ort, c / reference,
+float c / int8 c, int8 c / ort int8 and the parallel speedup of c and int8 c. Threads:
+OpenMP's omp_set_num_threads (libgomp is shared by every library in the process),
+onnxruntime's intra_op_num_threads, and the BLAS thread count for the reference.
 
---json writes {"<net>": {"threads": {"1": {"c_ms", "naive_ms", "ort_ms", "ref_ms"},
-"all": {...}}, "build_s", "arena_bytes"}}.
-Goals (set when the c target was built): c within 2x of onnxruntime single-threaded on ResNet-18 and ResNet-50; at
-least 10x over the naive mode; ResNet-50 built in under 60 s.
+--json writes {"<net>": {"threads": {"1": {"c_ms", "naive_ms", "ort_ms", "ref_ms", "int8_ms",
+"ort_int8_ms"[, "tvm_ms"]}, "all": {...}}, "build_s", "arena_bytes"}}.
+Goals: float c <= 1.0x onnxruntime on one thread (bar 1.2x), <= 1.2x on all cores (bar 1.5x),
+never slower than the NumPy reference; int8 >= 1.5x faster than float c on ResNet-18/50 and
+within 1.5x of onnxruntime int8; ResNet-50 built in <= 30 s.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ import ctypes
 import ctypes.util
 import json
 import os
+import tempfile
 import time
 import warnings
 
@@ -33,8 +42,8 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.table import format_table
-from retarget.device.threads import blas_threads
+from retarget.report.table import format_table
+from retarget.runtime.threads import blas_threads
 
 NETS = "resnet18,resnet50,vgg16,mobilenet_v1"
 
@@ -54,6 +63,43 @@ def best_ms(fn, runs: int) -> float:
     return 1e3 * min(ts)
 
 
+def ort_int8_model(model, x: dict, directory: str) -> bytes:
+    """`model` quantised by onnxruntime's quantize_static (QDQ, per-channel weights),
+    calibrated on `x`."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter([x])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    src, dst = os.path.join(directory, "float.onnx"), os.path.join(directory, "qdq.onnx")
+    onnx.save(model, src)
+    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    with open(dst, "rb") as fh:
+        return fh.read()
+
+
+def tvm_runner(model, x: dict):
+    """An untuned Apache TVM build of `model` (llvm -mcpu=native), or None without tvm."""
+    try:
+        import tvm
+        from tvm import relay
+        from tvm.contrib import graph_executor
+    except ImportError:
+        return None
+    mod, params = relay.frontend.from_onnx(model, {k: v.shape for k, v in x.items()})
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm -mcpu=native", params=params)
+    gm = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    for k, v in x.items():
+        gm.set_input(k, v)
+    return gm.run
+
+
 def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
     """The network's JSON entry, and what only the table shows: the sum of all its tensors'
     bytes and the buffered mode's ms per thread count."""
@@ -65,7 +111,11 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
     build_s = time.perf_counter() - t0
     naive = retarget.compile(graph, "c", config={"mode": "naive"})
     buffered = retarget.compile(graph, "c", config={"mode": "buffered"})
+    int8 = retarget.compile(retarget.quantize(graph, [x], per_channel=True), "c")
     import onnxruntime as ort
+    with tempfile.TemporaryDirectory() as d:
+        qdq = ort_int8_model(model, x, d)
+    tvm_run = tvm_runner(model, x)
     cores = os.cpu_count() or 1
     out = {"threads": {}, "build_s": build_s, "arena_bytes": fast_arena(fast)}
     extra = {"tensor_bytes": sum(k.sum_of_tensor_bytes for k in fast.kernels.values()
@@ -77,6 +127,7 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
         opts.intra_op_num_threads, opts.inter_op_num_threads = n, 1
         sess = ort.InferenceSession(model.SerializeToString(), opts,
                                     providers=["CPUExecutionProvider"])
+        qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
         with blas_threads(n):
             ref_ms = best_ms(lambda: retarget.run(graph, x), runs)
         out["threads"][label] = {
@@ -84,9 +135,13 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
             "naive_ms": best_ms(lambda: naive.run(x), max(1, runs // 3)),
             "ort_ms": best_ms(lambda: sess.run(None, x), runs),
             "ref_ms": ref_ms,
+            "int8_ms": best_ms(lambda: int8.run(x), runs),
+            "ort_int8_ms": best_ms(lambda: qsess.run(None, x), runs),
         }
+        if tvm_run is not None:
+            out["threads"][label]["tvm_ms"] = best_ms(tvm_run, runs)
         extra["buffered_ms"][label] = best_ms(lambda: buffered.run(x), max(1, runs // 3))
-    for m in (fast, naive, buffered):
+    for m in (fast, naive, buffered, int8):
         m.close()
     return out, extra
 
@@ -110,17 +165,26 @@ def main() -> int:
     for name in args.nets.split(","):
         r, extra = measure(name, args.size, args.runs, omp)
         results[name] = r
+        one = r["threads"]["1"]
         for label, t in r["threads"].items():
             rows.append([name, label, f"{t['c_ms']:.1f}", f"{t['naive_ms']:.1f}",
                          f"{extra['buffered_ms'][label]:.1f}",
                          f"{t['ort_ms']:.1f}", f"{t['ref_ms']:.1f}",
-                         f"{t['c_ms'] / t['ort_ms']:.2f}", f"{t['naive_ms'] / t['c_ms']:.1f}",
+                         f"{t['int8_ms']:.1f}", f"{t['ort_int8_ms']:.1f}",
+                         f"{t['tvm_ms']:.1f}" if "tvm_ms" in t else "-",
+                         f"{t['c_ms'] / t['ort_ms']:.2f}", f"{t['c_ms'] / t['ref_ms']:.2f}",
+                         f"{t['c_ms'] / t['int8_ms']:.2f}",
+                         f"{t['int8_ms'] / t['ort_int8_ms']:.2f}",
+                         f"{one['c_ms'] / t['c_ms']:.2f}", f"{one['int8_ms'] / t['int8_ms']:.2f}",
+                         f"{t['naive_ms'] / t['c_ms']:.1f}",
                          f"{r['build_s']:.1f}", f"{r['arena_bytes'] / 2**20:.1f}",
                          f"{extra['tensor_bytes'] / 2**20:.1f}"])
         print(f"  {name}: done", flush=True)
     print(format_table(["network", "threads", "c ms", "naive ms", "buffered ms", "ort ms",
-                        "ref ms",
-                        "c / ort", "naive / c", "build s", "arena MiB", "all tensors MiB"],
+                        "ref ms", "int8 ms", "ort int8 ms", "tvm ms",
+                        "c / ort", "c / ref", "float / int8", "int8 / ort int8",
+                        "c speedup", "int8 speedup", "naive / c", "build s", "arena MiB",
+                        "all tensors MiB"],
                        rows))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -44,7 +44,7 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.report.table import format_table
+from retarget.table import format_table
 from retarget.targets.aot.program import Call
 from retarget.targets.sunway.cost import paper_layers, program_costs
 from retarget.targets.sunway.openacc import openacc_kernel

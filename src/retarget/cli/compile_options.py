@@ -49,6 +49,9 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", default=None, metavar="FILE.npz",
                    help="calibration inputs for targets that quantise (vta, dnnvm): arrays by input "
                         "name, batches along axis 0 (default: random data, with a warning)")
+    p.add_argument("--host", default=None, metavar="reference|c[:PRESET]",
+                   help="what runs the CPU regions: the NumPy reference (default) or generated "
+                        "C (c, c:portable, ...; docs/deploy.md)")
     p.add_argument("--fusion", default=None, choices=("none", "greedy", "optimized"),
                    help="group layers into units lowered as one (docs/fusion.md); default: "
                         "optimized for targets that declare fusion templates (dnnvm), else none")
@@ -78,7 +81,7 @@ def compile_from_args(args: argparse.Namespace):
                    min_region_macs=args.min_region_macs, config=parse_overrides(args.config),
                    calibration=read_calibration(getattr(args, "calibration", None)),
                    fusion=getattr(args, "fusion", None), pins=parse_pins(getattr(args, "pin", [])),
-                   placement=getattr(args, "placement", "first"))
+                   placement=getattr(args, "placement", "first"), host=getattr(args, "host", None))
 
 
 def parse_pins(items: list[str]) -> dict[str, str]:

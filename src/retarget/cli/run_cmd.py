@@ -259,6 +259,9 @@ def run_compiled(args: argparse.Namespace) -> int:
         if getattr(args, "input_shape", None):
             raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
                              f"were fixed when it was compiled; recompile the model to change them")
+        if getattr(args, "host", None):
+            raise InputError(f"--host: {path} is a compiled module, whose CPU regions were "
+                             f"placed when it was compiled; recompile the model to change that")
         if getattr(args, "pin", None) or getattr(args, "placement", "first") != "first":
             raise InputError(f"--pin/--placement: {path} is a compiled module, whose nodes were "
                              f"placed when it was compiled; recompile the model to change that")

@@ -1,6 +1,7 @@
 """The zoo networks the c target was built for, compiled to C at test sizes: every node runs as generated C (no CPU
 fallback) and the outputs are within 1e-4 relative of the NumPy reference, in the optimised
-schedule (register tiles, packed weights, explicit padding, folded BatchNorm) and in the
+schedule (the hand-written routines for convs and dense layers, built with vector extensions
+and as portable C99; register tiles, explicit padding, folded BatchNorm) and in the
 buffered one (swTVM's buffering, loop order and copies in 32 KB)."""
 from __future__ import annotations
 
@@ -48,10 +49,15 @@ def check_all_c_within_1e4(graph, config) -> set[str]:
         module.close()
 
 
-@pytest.mark.parametrize("mode", ["optimized", "buffered"])
+# "portable": the optimised schedule with the routines built without vector extensions
+BUILDS = {"optimized": {"mode": "optimized"}, "buffered": {"mode": "buffered"},
+          "portable": {"mode": "optimized", "cflags": CONFIG["cflags"] + " -DRT_PORTABLE"}}
+
+
+@pytest.mark.parametrize("build", sorted(BUILDS))
 @pytest.mark.parametrize("name", sorted(NETS))
-def test_network_runs_as_c_within_1e4(name, mode):
-    check_all_c_within_1e4(import_model(zoo.build(name, **NETS[name])), {**CONFIG, "mode": mode})
+def test_network_runs_as_c_within_1e4(name, build):
+    check_all_c_within_1e4(import_model(zoo.build(name, **NETS[name])), {**CONFIG, **BUILDS[build]})
 
 
 def test_cli_compile_to_c_then_run_check_the_artifact(tmp_path, capsys):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -34,7 +34,8 @@ from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Relayout, Scheduled
 from .memory_plan import Step, plan_memory
 from ..base import Region
-from .program import ALIGNMENT, Call, Constant, OutputCopy, Place, Program, TensorSpec
+from .program import (ALIGNMENT, Call, Constant, OutputCopy, Place, Program, Routine,
+                      TensorSpec)
 from ...loopnest import ops
 
 
@@ -56,10 +57,27 @@ def default_op_lowering() -> OpLowering | None:
     return OpLowering(ops.lower_node, frozenset(ops.SUPPORTED_OPS))
 
 
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """Consecutive nodes of a region computed by one call: `scheduled` is its loop nest (over
+    the group's external inputs, and constants in other layouts) and its relayouts; `routine`
+    the library routine that runs it, if any. The call takes the place of the last node."""
+    nodes: tuple[Node, ...]
+    scheduled: Scheduled
+    routine: Routine | None = None
+    # kernel outputs that are the call's own scratch (planned into the arena for the call
+    # only, read by nobody after it)
+    scratch: tuple[str, ...] = ()
+
+
+# Which nodes of a region a target computes as fused calls (none: every node on its own).
+Fuse = Callable[[Region], Sequence[Fused]]
+
+
 def _derived_constant(r: Relayout, source: Value) -> Value:
     """The constant a relaid-out kernel input holds."""
-    data = r.apply(source.const)
-    return Value(r.name, TensorType(data.shape, source.type.dtype), data)
+    data = r.apply(source.const)     # may change the dtype (int8 weights read as int32)
+    return Value(r.name, TensorType(data.shape, str(data.dtype)), data)
 
 
 def _spec(v: Value) -> TensorSpec:
@@ -70,12 +88,13 @@ def _round_up(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def _check_params(node: Node, k: LoopKernel, by_name: dict[str, Value],
-                  derived: set[str] = frozenset()) -> None:
-    """The kernel's tensors are the node's values (or, for inputs, constants `derived` from
-    them), with their dtypes and sizes."""
-    ins = {v.name for v in node.inputs if v is not None} | set(derived)
-    outs = {v.name for v in node.outputs}
+def _check_params(nodes: Sequence[Node], k: LoopKernel, by_name: dict[str, Value],
+                  derived: set[str] = frozenset(), scratch: set[str] = frozenset()) -> None:
+    """The kernel's tensors are the nodes' values (or, for inputs, constants `derived` from
+    them), with their dtypes and sizes; its outputs the last node's (and its `scratch`)."""
+    node = nodes[-1]
+    ins = {v.name for n in nodes for v in n.inputs if v is not None} | set(derived)
+    outs = {v.name for v in node.outputs} | set(scratch)
     for group, allowed, what in ((k.inputs, ins, "input"), (k.outputs, outs, "output")):
         for t in group:
             if t.name not in allowed:
@@ -92,10 +111,10 @@ def _check_params(node: Node, k: LoopKernel, by_name: dict[str, Value],
 Schedule = Callable[[LoopKernel, frozenset[str]], Scheduled]
 
 
-def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode: str
-                 ) -> tuple[Program, np.ndarray]:
-    """The region's Program (its kernels scheduled by `schedule`, recorded as `mode`) and its
-    weights blob (uint8)."""
+def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode: str,
+                 fuse: Fuse | None = None) -> tuple[Program, np.ndarray]:
+    """The region's Program (its kernels scheduled by `schedule`, recorded as `mode`; the
+    groups `fuse` names computed by one call each) and its weights blob (uint8)."""
     by_name: dict[str, Value] = {}
     for v in region.inputs + region.outputs + [v for n in region.nodes
                                                 for v in n.inputs + n.outputs if v is not None]:
@@ -104,14 +123,19 @@ def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode:
         if v.type is None:
             raise TargetError(f"region {region.name!r}: value {v.name!r} has no type")
 
-    # 1. each node: a scheduled, verified loop nest, or a view of its input
+    # 1. each node: a scheduled, verified loop nest, or a view of its input; or a fused group
+    groups = {g.nodes[-1].name: g for g in (fuse(region) if fuse else ())}
+    inside = {n.name for g in groups.values() for n in g.nodes[:-1]}
     steps: list[Step] = []
-    lowered: list[tuple[Node, LoopKernel]] = []
+    lowered: list[tuple[tuple[Node, ...], LoopKernel, Routine | None]] = []
     alias: dict[str, str] = {}             # view -> the value it reads as
     produced: set[str] = set()             # values a kernel writes
     for node in region.nodes:
+        if node.name in inside:
+            continue
+        group = groups.get(node.name)
         try:
-            k = lowering.lower_node(node)
+            k = lowering.lower_node(node) if group is None else group.scheduled.kernel
         except GraphError as e:
             raise TargetError(f"{node_context(node)}: {e}") from None
         if k is None:
@@ -122,8 +146,17 @@ def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode:
             alias[dst.name] = src.name
             steps.append(Step(node.name, (src.name,), (dst.name,), alias=src.name))
             continue
-        constants = frozenset(v.name for v in node.inputs if v is not None and v.is_const)
-        tiled = schedule(k, constants)
+        nodes = (node,) if group is None else group.nodes
+        scratch = set() if group is None else set(group.scratch)
+        for t in k.outputs:
+            if t.name in scratch and by_name.setdefault(t.name, Value(
+                    t.name, TensorType(t.shape, t.dtype))).type.shape != t.shape:
+                raise TargetError(f"{node_context(node)}: scratch {t.name!r} is also a value")
+        if group is None:
+            constants = frozenset(v.name for v in node.inputs if v is not None and v.is_const)
+            tiled = schedule(k, constants)
+        else:
+            tiled = group.scheduled
         k = tiled.kernel
         for r in tiled.relayouts:
             derived = _derived_constant(r, by_name[r.source])
@@ -131,8 +164,8 @@ def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode:
             if known is not derived and not np.array_equal(known.const, derived.const):
                 raise TargetError(f"{node_context(node)}: two different constants would be "
                                   f"named {r.name!r}")
-        _check_params(node, k, by_name, {r.name for r in tiled.relayouts})
-        lowered.append((node, k))
+        _check_params(nodes, k, by_name, {r.name for r in tiled.relayouts}, scratch)
+        lowered.append((nodes, k, None if group is None else group.routine))
         produced.update(t.name for t in k.outputs)
         steps.append(Step(node.name, tuple(t.name for t in k.inputs),
                           tuple(t.name for t in k.outputs)))
@@ -181,12 +214,13 @@ def lower_region(region: Region, lowering: OpLowering, schedule: Schedule, mode:
     # 3. calls, and the outputs that are bytes living elsewhere
     calls = []
     taken: set[str] = set()
-    for i, (node, k) in enumerate(lowered):
-        fn = c_identifier(f"k{i}_{node.name}"[:48], taken)
+    for i, (nodes, k, routine) in enumerate(lowered):
+        fn = c_identifier(f"k{i}_{nodes[0].name}"[:48], taken)
         taken.add(fn)
         outs = ", ".join(t.name for t in k.outputs)
-        calls.append(Call(fn, f"{node.op} '{node.name}' -> {outs}", k,
-                          tuple(where(t.name) for t in k.params)))
+        what = " + ".join([f"{nodes[0].op} '{nodes[0].name}'"] + [n.op for n in nodes[1:]])
+        calls.append(Call(fn, f"{what} -> {outs}", k, tuple(where(t.name) for t in k.params),
+                          routine))
     copies = []
     for j, v in enumerate(region.outputs):
         src = where(v.name)
@@ -218,5 +252,5 @@ def node_support_problem(node: Node) -> str | None:
     return None
 
 
-__all__ = ["OpLowering", "default_op_lowering", "lower_region", "node_support_problem",
+__all__ = ["Fuse", "Fused", "OpLowering", "default_op_lowering", "lower_region", "node_support_problem",
            "Schedule"]

@@ -74,12 +74,26 @@ class Constant:
 
 
 @dataclass(frozen=True, slots=True)
+class Routine:
+    """A call of a hand-written routine of the target's kernel library (the `c` target's
+    targets/c/kernels) in place of the printed loop nest: `name`, its pointer arguments as
+    indices into the kernel's parameters (-1: NULL), then its integer and float arguments.
+    The kernel stays what the call computes; the target checks the arguments against it."""
+    name: str
+    operands: tuple[int, ...]
+    ints: tuple[int, ...]
+    floats: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Call:
-    """One kernel call: `function` (its C name) runs `kernel` with each parameter at `args`."""
+    """One kernel call: `function` (its C name) runs `kernel` with each parameter at `args`
+    (or, with `routine`, that library routine does, on the same tensors)."""
     function: str
     node: str            # what it computes, for comments: "Conv 'conv1'"
     kernel: Kernel
     args: tuple[Place, ...]
+    routine: Routine | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +226,9 @@ class Program:
                 "sum_of_tensor_bytes": self.sum_of_tensor_bytes,
                 "calls": [{"function": c.function, "node": c.node,
                            "args": [place(p) for p in c.args],
-                           "kernel": kernel_to_json(c.kernel)} for c in self.calls],
+                           "kernel": kernel_to_json(c.kernel),
+                           **({} if c.routine is None else {"routine": _routine_json(c.routine)})}
+                          for c in self.calls],
                 "copies": [{"output": c.output, "source": place(c.source), "nbytes": c.nbytes}
                            for c in self.copies]}
 
@@ -236,7 +252,9 @@ class Program:
             inputs=tuple(spec(x) for x in _l(d["inputs"])),
             outputs=tuple(spec(x) for x in _l(d["outputs"])),
             calls=tuple(Call(_s(c["function"]), _s(c["node"]), kernel_from_json(c["kernel"]),
-                             tuple(place(a) for a in _l(c["args"]))) for c in _l(d["calls"])),
+                             tuple(place(a) for a in _l(c["args"])),
+                             _routine_from_json(c["routine"]) if "routine" in c else None)
+                        for c in _l(d["calls"])),
             copies=tuple(OutputCopy(_i(c["output"]), place(c["source"]), _i(c["nbytes"]))
                          for c in _l(d["copies"])),
             constants=tuple(Constant(spec(c), _i(c["offset"])) for c in _l(d["constants"])),
@@ -244,6 +262,30 @@ class Program:
             sum_of_tensor_bytes=_i(d["sum_of_tensor_bytes"]))
         p.validate()
         return p
+
+
+def _routine_json(r: Routine) -> dict:
+    return {"name": r.name, "operands": list(r.operands), "ints": list(r.ints),
+            "floats": [x if np.isfinite(x) else str(x) for x in r.floats]}
+
+
+def _routine_from_json(x: Any) -> Routine:
+    if not isinstance(x, dict):
+        raise ValueError(f"a routine is an object, got {x!r}")
+    operands = tuple(o if o == -1 else _i(o) for o in _l(x["operands"]))
+    floats = []
+    for f in _l(x["floats"]):
+        if isinstance(f, str) and f in ("inf", "-inf"):
+            f = float(f)
+        if isinstance(f, bool) or not isinstance(f, (int, float)):
+            raise ValueError(f"a routine's float argument, got {f!r}")
+        floats.append(float(f))
+    ints = []
+    for i in _l(x["ints"]):
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise ValueError(f"a routine's integer argument, got {i!r}")
+        ints.append(i)
+    return Routine(_s(x["name"]), operands, tuple(ints), tuple(floats))
 
 
 def _s(x: Any) -> str:
@@ -264,5 +306,5 @@ def _l(x: Any) -> list:
     return x
 
 
-__all__ = ["ALIGNMENT", "Call", "Constant", "OutputCopy", "Place", "Program", "SPACES",
-           "TensorSpec"]
+__all__ = ["ALIGNMENT", "Call", "Constant", "OutputCopy", "Place", "Program", "Routine",
+           "SPACES", "TensorSpec"]

@@ -14,7 +14,7 @@ from ...loopnest.register_tile import Scheduled
 from ..base import Region, Support, Target
 from .device import LibraryDevice
 from .kernel import LibraryKernel, new_build_dir
-from .lower import OpLowering, default_op_lowering, lower_region, node_support_problem
+from .lower import Fused, OpLowering, default_op_lowering, lower_region, node_support_problem
 
 
 class LibraryTarget(Target):
@@ -47,6 +47,10 @@ class LibraryTarget(Target):
         """`kernel` as it will be printed; `constants` names its compile-time constant inputs."""
         raise NotImplementedError(f"target {self.name!r} does not implement schedule()")
 
+    def fuse(self, region: Region) -> list[Fused]:
+        """The groups of `region` computed by one call each (none by default)."""
+        return []
+
     def supports(self, node: Node, graph: Graph) -> Support:
         lowering = self.op_lowering()
         if lowering is None:
@@ -68,7 +72,8 @@ class LibraryTarget(Target):
         if lowering is None:
             raise RetargetError("retarget.loopnest.ops is not available to lower ops to C")
         t0 = time.perf_counter()
-        program, blob = lower_region(region, lowering, self.schedule, self.config.mode)
+        program, blob = lower_region(region, lowering, self.schedule, self.config.mode,
+                                     self.fuse)
         lower_s = time.perf_counter() - t0
         directory, temporary = new_build_dir(region.name, self.config.build_dir)
         kernel = self.kernel_class(program, blob, self.config, directory, temporary)

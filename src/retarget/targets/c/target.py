@@ -19,13 +19,19 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ...ir.graph import Graph, Node
+from ..aot.lower import node_support_problem
+from ..base import Region, Support
 from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Scheduled
 from ..aot.build import BuildOptions
 from ..aot.kernel import LibraryKernel
+from ..aot.lower import Fused
 from ..aot.target import LibraryTarget
 from .config import CConfig, PRESETS
 from .emit import sources
+from .routines import plan_routines
+from .routines_int8 import int8_support, is_integer_node, plan_int8
 from .schedule import schedule_kernel
 
 
@@ -47,6 +53,21 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule_kernel(kernel, constants, self.config)
+
+    def fuse(self, region: Region) -> list[Fused]:
+        """Optimised mode: convolutions and dense layers with their epilogues (bias, residual
+        add, ReLU / Clip) as calls of the hand-written routines (routines.py)."""
+        float_groups = plan_routines(region) if self.config.mode == "optimized" else []
+        taken = {n.name for g in float_groups for n in g.nodes}
+        return float_groups + plan_int8(region, taken)
+
+    def supports(self, node: Node, graph: Graph) -> Support:
+        """Integer nodes (the int8 mode) run on the routines of int8.c in every mode; the
+        rest as the loop-nest lowering allows."""
+        if is_integer_node(node):
+            problem = node_support_problem(node) or int8_support(node)
+            return Support.no(f"c int8 mode: {problem}") if problem else Support.yes()
+        return super().supports(node, graph)
 
     def graph_passes(self) -> tuple[str, ...]:
         """Optimised and buffered modes: BatchNorm folded into the convs before it, and

@@ -1,0 +1,95 @@
+/* rt_conv_f32: a direct convolution (group 1, no dilation) of an already padded NCHW input,
+   with bias, residual add and activation fused into the epilogue:
+
+     y[n, k, oh, ow] = act(bias[k] + sum_{c,r,s} x[n, c, oh*sh + r, ow*sw + s] * w[k, c, r, s]
+                           + res[n, k, oh, ow])
+
+   The weights are packed once at build time into blocks of RT_KB output channels, the block
+   innermost: wp[ceil(K/RT_KB)][C][R][S][RT_KB], zero past K. A register tile is RT_KB output
+   channels (RT_KB/RT_VL vectors) by T <= RT_TMAX output columns of one row: each step loads
+   the next RT_KB weights (contiguous) and broadcasts one input value per column, so the
+   T x RT_KB accumulators stay in registers for the whole reduction. Tiles are spread over
+   threads by (channel block, output row). A dense layer is the case H = W = R = S = 1. */
+#define RT_KB 32
+#if RT_VL >= 16
+#define RT_TMAX 12
+#else
+#define RT_TMAX 3
+#endif
+#define RT_NV (RT_KB / RT_VL)
+
+RT_INLINE void
+rt_conv_f32_tile(const float *restrict x, const float *restrict wb, float *restrict tile,
+                 int C, ptrdiff_t HpWp, int Wp, int R, int S, int sw, int T)
+{
+    rt_vf acc[RT_TMAX][RT_NV];
+    int c, r, s, j, v;
+    for (j = 0; j < T; j++)
+        for (v = 0; v < RT_NV; v++) acc[j][v] = rt_vbcast(0.0f);
+    for (c = 0; c < C; c++) {
+        const float *xc = x + c * HpWp;
+        for (r = 0; r < R; r++) {
+            const float *xr = xc + r * Wp;
+            for (s = 0; s < S; s++) {
+                rt_vf w[RT_NV];
+                for (v = 0; v < RT_NV; v++) w[v] = rt_vload(wb + v * RT_VL);
+                wb += RT_KB;
+                for (j = 0; j < T; j++) {
+                    float xv = xr[s + j * sw];
+                    for (v = 0; v < RT_NV; v++) acc[j][v] = rt_vfma(acc[j][v], w[v], xv);
+                }
+            }
+        }
+    }
+    for (j = 0; j < T; j++)
+        for (v = 0; v < RT_NV; v++) rt_vstore(tile + j * RT_KB + v * RT_VL, acc[j][v]);
+}
+
+static void rt_conv_f32(const float *restrict x, const float *restrict wp,
+                        const float *restrict bias, const float *restrict res,
+                        float *restrict y, int N, int C, int Hp, int Wp, int K, int R, int S,
+                        int sh, int sw, int OH, int OW, int act, float lo, float hi)
+{
+    int blocks = (K + RT_KB - 1) / RT_KB;
+    int n;
+    for (n = 0; n < N; n++) {
+        const float *xn = x + (ptrdiff_t)n * C * Hp * Wp;
+        const float *rn = res ? res + (ptrdiff_t)n * K * OH * OW : 0;
+        float *yn = y + (ptrdiff_t)n * K * OH * OW;
+        int kb, oh;
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static)
+#endif
+        for (kb = 0; kb < blocks; kb++)
+            for (oh = 0; oh < OH; oh++) {
+                RT_ALIGN64 float tile[RT_TMAX * RT_KB];
+                const float *wb = wp + (ptrdiff_t)kb * C * R * S * RT_KB;
+                const float *xrow = xn + (ptrdiff_t)oh * sh * Wp;
+                int ow, l, j;
+                for (ow = 0; ow < OW; ow += RT_TMAX) {
+                    int T = OW - ow < RT_TMAX ? OW - ow : RT_TMAX;
+                    const float *xt = xrow + (ptrdiff_t)ow * sw;
+                    switch (T) {   /* a constant T per case: the tile's loops unroll */
+#define RT_CONV_CASE(t) case t: rt_conv_f32_tile(xt, wb, tile, C, (ptrdiff_t)Hp * Wp, Wp, R, S, sw, t); break;
+                    RT_CONV_CASE(1) RT_CONV_CASE(2) RT_CONV_CASE(3)
+#if RT_TMAX > 3
+                    RT_CONV_CASE(4) RT_CONV_CASE(5) RT_CONV_CASE(6) RT_CONV_CASE(7)
+                    RT_CONV_CASE(8) RT_CONV_CASE(9) RT_CONV_CASE(10) RT_CONV_CASE(11)
+                    RT_CONV_CASE(12)
+#endif
+#undef RT_CONV_CASE
+                    }
+                    for (l = 0; l < RT_KB && kb * RT_KB + l < K; l++) {
+                        int k = kb * RT_KB + l;
+                        ptrdiff_t o = (ptrdiff_t)k * OH * OW + (ptrdiff_t)oh * OW + ow;
+                        float b = bias ? bias[k] : 0.0f;
+                        for (j = 0; j < T; j++) {
+                            float v = b + tile[j * RT_KB + l];
+                            if (rn) v = v + rn[o + j];
+                            yn[o + j] = rt_act(v, act, lo, hi);
+                        }
+                    }
+                }
+            }
+    }
+}

@@ -1,0 +1,199 @@
+/* rt_conv_s8_dot: an int8 convolution of group 1 (a dense layer: H = W = R = S = 1) as
+   dot products of 4 input channels at a time, the AVX-512 VNNI instruction vpdpbusd (16 lanes
+   of int32 += 4 u8 x s8 products each) where the compiler targets it, plain C elsewhere:
+
+   1. the padded input is rewritten into the scratch xs[N][ceil(C/4)][Hp][Wp][4] of unsigned
+      bytes x + 128 (x ^ 0x80), 4 channels of one pixel per 32-bit word, channels past C 128;
+   2. weights were packed at build time as wq[ceil(K/32)][ceil(C/4)][R][S][32][4] (int8, zero
+      past K and C) with corr[k] = -128 * sum(w[k]) (int32), so that
+      sum (x + 128) * w + corr = sum x * w exactly (products and sums stay far inside int32);
+   3. a register tile is 32 output channels (two 16-lane vectors) by T <= RT_DTMAX output
+      columns of one row: per (channel quad, r, s) one 128-byte weight load, one 32-bit
+      broadcast per column, two vpdpbusd per column;
+   4. the epilogue adds corr and the bias and, with out_s8, requantises like rt_conv_s8. */
+#define RT_DKB 32
+#define RT_DTMAX 12
+#if defined(__AVX512VNNI__) && defined(__AVX512F__) && RT_VECTOR_EXTENSIONS
+#include <immintrin.h>
+#define RT_VNNI 1
+typedef __m512i rt_dot16;
+#define RT_DOT_ZERO() _mm512_setzero_si512()
+#define RT_DOT_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define RT_DOT_STEP(acc, x4, w) _mm512_dpbusd_epi32((acc), _mm512_set1_epi32(x4), (w))
+#define RT_DOT_STORE(p, acc) _mm512_storeu_si512((void *)(p), (acc))
+#else
+#define RT_VNNI 0
+typedef struct { int32_t v[16]; } rt_dot16;
+typedef struct { int8_t b[64]; } rt_dot16w;
+static inline rt_dot16 rt_dot_zero(void) { rt_dot16 r; memset(r.v, 0, sizeof r.v); return r; }
+static inline rt_dot16w rt_dot_load(const int8_t *p) { rt_dot16w r; memcpy(r.b, p, 64); return r; }
+static inline rt_dot16 rt_dot_step(rt_dot16 acc, int32_t x4, rt_dot16w w)
+{
+    unsigned char xb[4];
+    int l, i;
+    memcpy(xb, &x4, 4);
+    for (l = 0; l < 16; l++)
+        for (i = 0; i < 4; i++) acc.v[l] += (int32_t)xb[i] * (int32_t)w.b[4 * l + i];
+    return acc;
+}
+#define RT_DOT_ZERO() rt_dot_zero()
+#define RT_DOT_LOAD(p) rt_dot_load((const int8_t *)(p))
+#define RT_DOT_STEP(acc, x4, w) rt_dot_step((acc), (x4), (w))
+#define RT_DOT_STORE(p, acc) memcpy((p), (acc).v, sizeof (acc).v)
+#endif
+
+#if RT_VNNI
+/* The output stage of one column of a tile, 32 channels at once in int64 lanes: exactly
+   rt_saturate(rt_round_shift((acc + corr + bias) * m, s)) per channel, stored to the 32
+   channel planes (`stride` bytes apart). */
+typedef int64_t rt_v8l __attribute__((vector_size(64)));
+typedef int32_t rt_v8i __attribute__((vector_size(32), aligned(4)));
+static inline rt_v8l rt_v8l_load(const int32_t *p)   /* 8 int32, sign-extended */
+{
+    rt_v8i v;
+    __builtin_memcpy(&v, p, sizeof v);
+    return __builtin_convertvector(v, rt_v8l);
+}
+
+static inline void rt_requantize_block32(const int32_t *restrict acc, const int32_t *restrict corr,
+                                         const int32_t *restrict bias, const int32_t *restrict mul,
+                                         const int32_t *restrict shift, int8_t *restrict y,
+                                         ptrdiff_t stride, int m0, int s0, int lo, int hi,
+                                         int half_even)
+{
+    const rt_v8l one = {1, 1, 1, 1, 1, 1, 1, 1}, zero = {0};
+    int q, l;
+    for (q = 0; q < 4; q++) {
+        rt_v8l v = rt_v8l_load(acc + 8 * q) + rt_v8l_load(corr + 8 * q);
+        rt_v8l m = mul ? rt_v8l_load(mul + 8 * q) : zero + m0;
+        rt_v8l s = shift ? rt_v8l_load(shift + 8 * q) : zero + s0;
+        rt_v8l pos, sr, half, right, left, r;
+        if (bias) v += rt_v8l_load(bias + 8 * q);
+        v = v * m;
+        pos = s > 0;                                   /* -1 where a right shift */
+        sr = (s & pos) | (one & ~pos);                 /* the right shift, >= 1 */
+        half = one << (sr - 1);
+        right = (v + half) >> sr;
+        if (half_even)
+            right -= right & one & ((v & ((one << sr) - 1)) == half);
+        left = v << ((-s) & ~pos);
+        r = (right & pos) | (left & ~pos);
+        r = (r & (r >= lo)) | ((zero + lo) & ~(r >= lo));
+        r = (r & (r <= hi)) | ((zero + hi) & ~(r <= hi));
+        for (l = 0; l < 8; l++) y[(8 * q + l) * stride] = (int8_t)r[l];
+    }
+}
+#endif
+
+RT_INLINE void
+rt_conv_s8_dot_tile(const int32_t *restrict xs, const int8_t *restrict wb,
+                    int32_t *restrict tile, int C4, ptrdiff_t HpWp, int Wp, int R, int S,
+                    int sw, int T)
+{
+#if RT_VNNI
+    __m512i acc0[RT_DTMAX], acc1[RT_DTMAX], w0, w1;
+#else
+    rt_dot16 acc0[RT_DTMAX], acc1[RT_DTMAX];
+    rt_dot16w w0, w1;
+#endif
+    int c, r, s, j;
+    for (j = 0; j < T; j++) { acc0[j] = RT_DOT_ZERO(); acc1[j] = RT_DOT_ZERO(); }
+    for (c = 0; c < C4; c++) {
+        const int32_t *xc = xs + c * HpWp;
+        for (r = 0; r < R; r++) {
+            const int32_t *xr = xc + r * Wp;
+            for (s = 0; s < S; s++) {
+                w0 = RT_DOT_LOAD(wb);
+                w1 = RT_DOT_LOAD(wb + 64);
+                wb += 4 * RT_DKB;
+                for (j = 0; j < T; j++) {
+                    int32_t x4 = xr[s + j * sw];
+                    acc0[j] = RT_DOT_STEP(acc0[j], x4, w0);
+                    acc1[j] = RT_DOT_STEP(acc1[j], x4, w1);
+                }
+            }
+        }
+    }
+    for (j = 0; j < T; j++) {
+        RT_DOT_STORE(tile + j * RT_DKB, acc0[j]);
+        RT_DOT_STORE(tile + j * RT_DKB + 16, acc1[j]);
+    }
+}
+
+static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
+                           const int32_t *restrict corr, const int32_t *restrict bias,
+                           const int32_t *restrict mul, const int32_t *restrict shift,
+                           void *restrict y, int32_t *restrict xs, int N, int C, int Hp,
+                           int Wp, int K, int R, int S, int sh, int sw, int OH, int OW,
+                           int out_s8, int m0, int s0, int lo, int hi, int half_even)
+{
+    int C4 = (C + 3) / 4, blocks = (K + RT_DKB - 1) / RT_DKB;
+    ptrdiff_t HpWp = (ptrdiff_t)Hp * Wp;
+    int n;
+    for (n = 0; n < N; n++) {
+        const int8_t *xn = x + (ptrdiff_t)n * C * HpWp;
+        int32_t *xsn = xs + (ptrdiff_t)n * C4 * HpWp;
+        int c4, kb, oh;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+        for (c4 = 0; c4 < C4; c4++) {
+            unsigned char *dst = (unsigned char *)(xsn + c4 * HpWp);
+            int i;
+            ptrdiff_t p;
+            for (i = 0; i < 4; i++) {
+                const int8_t *src = c4 * 4 + i < C ? xn + (c4 * 4 + i) * HpWp : 0;
+                for (p = 0; p < HpWp; p++)
+                    dst[4 * p + i] = src ? (unsigned char)(src[p] ^ 0x80) : 0x80;
+            }
+        }
+#ifdef _OPENMP
+#pragma omp parallel for collapse(2) schedule(static)
+#endif
+        for (kb = 0; kb < blocks; kb++)
+            for (oh = 0; oh < OH; oh++) {
+                RT_ALIGN64 int32_t tile[RT_DTMAX * RT_DKB];
+                const int8_t *wb = wq + (ptrdiff_t)kb * C4 * R * S * RT_DKB * 4;
+                const int32_t *xrow = xsn + (ptrdiff_t)oh * sh * Wp;
+                int ow, l, j;
+                for (ow = 0; ow < OW; ow += RT_DTMAX) {
+                    int T = OW - ow < RT_DTMAX ? OW - ow : RT_DTMAX;
+                    const int32_t *xt = xrow + (ptrdiff_t)ow * sw;
+                    switch (T) {
+#define RT_DCONV_CASE(t) case t: rt_conv_s8_dot_tile(xt, wb, tile, C4, HpWp, Wp, R, S, sw, t); break;
+                    RT_DCONV_CASE(1) RT_DCONV_CASE(2) RT_DCONV_CASE(3) RT_DCONV_CASE(4)
+                    RT_DCONV_CASE(5) RT_DCONV_CASE(6) RT_DCONV_CASE(7) RT_DCONV_CASE(8)
+                    RT_DCONV_CASE(9) RT_DCONV_CASE(10) RT_DCONV_CASE(11) RT_DCONV_CASE(12)
+#undef RT_DCONV_CASE
+                    }
+#if RT_VNNI
+                    if (out_s8 && kb * RT_DKB + RT_DKB <= K) {   /* a full block: vectors */
+                        int k0 = kb * RT_DKB;
+                        ptrdiff_t o = (((ptrdiff_t)n * K + k0) * OH + oh) * OW + ow;
+                        for (j = 0; j < T; j++)
+                            rt_requantize_block32(tile + j * RT_DKB, corr + k0,
+                                                  bias ? bias + k0 : 0, mul ? mul + k0 : 0,
+                                                  shift ? shift + k0 : 0, (int8_t *)y + o + j,
+                                                  (ptrdiff_t)OH * OW, m0, s0, lo, hi,
+                                                  half_even);
+                        continue;
+                    }
+#endif
+                    for (l = 0; l < RT_DKB && kb * RT_DKB + l < K; l++) {
+                        int k = kb * RT_DKB + l;
+                        ptrdiff_t o = (((ptrdiff_t)n * K + k) * OH + oh) * OW + ow;
+                        int32_t b = corr[k] + (bias ? bias[k] : 0);
+                        if (out_s8) {
+                            int m = mul ? mul[k] : m0, s = shift ? shift[k] : s0;
+                            for (j = 0; j < T; j++)
+                                ((int8_t *)y)[o + j] = (int8_t)rt_saturate(rt_round_shift(
+                                    (int64_t)(b + tile[j * RT_DKB + l]) * m, s, half_even), lo, hi);
+                        } else {
+                            for (j = 0; j < T; j++)
+                                ((int32_t *)y)[o + j] = b + tile[j * RT_DKB + l];
+                        }
+                    }
+                }
+            }
+    }
+}

@@ -1,0 +1,456 @@
+"""The `c` target's hand-written routines (targets/c/kernels/*.c): convolutions and dense
+layers, with their bias, residual add and activation fused, run by register-blocked
+micro-kernels over weights packed once at build time, instead of the printed loop nest.
+
+    groups = plan_routines(region)    # the optimised mode's fused calls (aot.lower.Fused)
+
+Each group is a weighted layer (Conv of group 1 without dilation, on an input the
+explicit-padding pass has padded; Gemm / MatMul by a constant at any batch) followed, where
+its result has no other reader, by an Add of a tensor of its own shape (the residual) and a
+Relu or a Clip with constant bounds. The group becomes one call whose loop-nest kernel
+(`carrier`) says exactly what the routine computes, over the packed weights, so the verifier
+checks its bindings and the interpreter can run it like any other kernel; the C is the
+routine's (`routine_call`), which reads the same tensors in the same layouts:
+
+    rt_conv_f32       packed wp[ceil(K/32)][C][R][S][32]: vectors along output channels,
+                      one input value broadcast per output column (any R, S, stride)
+    rt_pointwise_f32  packed wp[ceil(K/8)][C][8]: a 1x1 stride-1 layer as Y = W X with the
+                      vectors along the positions (contiguous in NCHW); chosen where a layer
+                      has at least POINTWISE_MIN_POSITIONS positions
+    rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S]:
+                      rows accumulated over the taps, columns innermost
+
+Summation order differs from the reference's (as in every optimised c kernel): results are
+within the target's 1e-4 tolerance, not bit-identical.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ...errors import GraphError
+from ...ir.graph import Node, Value
+from ...loopnest.ir import Affine, Binary, Const, Kernel, Load, Loop, Store, Tensor, aff
+from ...loopnest.register_tile import Scheduled
+from ...loopnest.verify import verify_kernel
+from ...ops.registry import resolve_attrs
+from ..aot.lower import Fused
+from ..aot.program import Call, Routine
+from ..base import Region
+from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
+
+ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
+# A 1x1 stride-1 layer with at least this many output positions runs as rt_pointwise_f32
+# (measured on ResNet-50's layers: below it the partial position groups cost more than the
+# transposed stores of rt_conv_f32 save).
+POINTWISE_MIN_POSITIONS = 512
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineSpec:
+    """A routine of the kernel library: its C file, its weight block (output channels per
+    packed block) and the names of its integer arguments, in order."""
+    name: str
+    source: str
+    block: int
+    ints: tuple[str, ...]
+
+
+ROUTINES = {
+    "rt_conv_f32": RoutineSpec("rt_conv_f32", "conv_f32.c", 32,
+                               ("N", "C", "Hp", "Wp", "K", "R", "S", "sh", "sw", "OH", "OW")),
+    "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 8,
+                                    ("N", "C", "P", "K")),
+    "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
+                                 ("N", "C", "Hp", "Wp", "R", "S", "sh", "sw", "OH", "OW")),
+}
+DW_MAX_WIDTH = 4096       # dwconv_f32.c RT_DW_MAX_WIDTH: its row buffer
+HEADER = "vec.h"
+# closes vec.h's `#pragma GCC push_options` after the last routine
+LIBRARY_END = """#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+"""
+
+
+@lru_cache(maxsize=None)
+def kernel_source(file: str) -> str:
+    """The text of one file of targets/c/kernels."""
+    return importlib.resources.files(__package__).joinpath("kernels", file).read_text("utf-8")
+
+
+# ---- weight packing -------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BlockPacking:
+    """The constant `source` as the routine reads it, `name`: weights viewed as [K, C, R, S]
+    (a dense layer's [N, K] as [N, K, 1, 1]; `transpose`: a MatMul's [K, N] first transposed)
+    in blocks of `block` output channels, the block innermost, zero past K:
+    [ceil(K/block), C, R, S, block]. Duck-types register_tile.Relayout for lower_region."""
+    name: str
+    source: str
+    block: int
+    transpose: bool = False
+
+    def apply(self, data: np.ndarray) -> np.ndarray:
+        w = data.T if self.transpose else data
+        w = w.reshape(w.shape + (1,) * (4 - w.ndim))
+        k = w.shape[0]
+        blocks = -(-k // self.block)
+        padded = np.zeros((blocks * self.block,) + w.shape[1:], dtype=w.dtype)
+        padded[:k] = w
+        split = padded.reshape((blocks, self.block) + w.shape[1:])
+        return np.ascontiguousarray(np.moveaxis(split, 1, -1))
+
+
+# ---- recognising a group --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """A weighted layer in routine terms: batch N, C input channels of Hp x Wp (already
+    padded; 1 x 1 for a dense layer), K outputs of OH x OW, an R x S window at strides
+    (sh, sw). `dense`: the tensors are 2-D [N, C] / [N, K]."""
+    node: Node
+    x: Value
+    w: Value
+    bias: Value | None
+    transpose: bool
+    dense: bool
+    N: int
+    C: int
+    Hp: int
+    Wp: int
+    K: int
+    R: int
+    S: int
+    sh: int
+    sw: int
+    OH: int
+    OW: int
+    depthwise: bool = False     # group = C = K: one R x S filter per channel, w [C, 1, R, S]
+
+
+def _float32(*values: Value | None) -> bool:
+    return all(v is None or (v.type is not None and v.type.dtype == "float32") for v in values)
+
+
+def _layer(node: Node) -> Layer | None:
+    """`node` as a Layer, or None when no routine computes it."""
+    if node.op == "Conv":
+        x, w, b = node.inputs[0], node.inputs[1], node.input(2)
+        y = node.outputs[0]
+        if not (_float32(x, w, b, y) and w.is_const and (b is None or b.is_const)):
+            return None
+        if len(x.type.shape) != 4 or len(w.type.shape) != 4:
+            return None
+        a = resolve_attrs(node)
+        group = int(a["group"])
+        depthwise = group == x.type.shape[1] == w.type.shape[0] > 1 and w.type.shape[1] == 1
+        if (group != 1 and not depthwise) or any(d != 1 for d in a.get("dilations") or (1, 1)):
+            return None
+        if any(a.get("pads") or ()) or a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+            return None
+        n, c, hp, wp = x.type.shape
+        k, _, r, s = w.type.shape
+        sh, sw = (a.get("strides") or (1, 1))
+        oh, ow = y.type.shape[2:]
+        if (hp - r) // sh + 1 != oh or (wp - s) // sw + 1 != ow or (
+                depthwise and ow > DW_MAX_WIDTH):
+            return None
+        return Layer(node, x, w, b, False, False, n, c, hp, wp, k, r, s, sh, sw, oh, ow,
+                     depthwise)
+    if node.op in ("Gemm", "MatMul"):
+        x, w = node.inputs[0], node.inputs[1]
+        b = node.input(2) if node.op == "Gemm" else None
+        y = node.outputs[0]
+        if not (_float32(x, w, b, y) and w.is_const and (b is None or b.is_const)):
+            return None
+        if len(x.type.shape) != 2 or len(w.type.shape) != 2:
+            return None
+        transpose = True
+        if node.op == "Gemm":
+            a = resolve_attrs(node)
+            if a["transA"] or float(a["alpha"]) != 1.0 or float(a["beta"]) != 1.0:
+                return None
+            transpose = not a["transB"]
+        n, c = x.type.shape
+        k = y.type.shape[1]
+        if b is not None and b.type.shape not in ((k,), (1, k)):
+            return None
+        return Layer(node, x, w, b, transpose, True, n, c, 1, 1, k, 1, 1, 1, 1, 1, 1)
+    return None
+
+
+def _consumers(region: Region) -> dict[str, list[Node]]:
+    out: dict[str, list[Node]] = {}
+    for n in region.nodes:
+        for v in n.inputs:
+            if v is not None:
+                out.setdefault(v.name, []).append(n)
+    return out
+
+
+def _only_reader(v: Value, consumers, region_outputs: set[str]) -> Node | None:
+    readers = consumers.get(v.name, [])
+    if len(readers) != 1 or v.name in region_outputs:
+        return None
+    return readers[0]
+
+
+def _const_scalar(v: Value | None) -> float | None:
+    if v is None or not v.is_const or np.asarray(v.const).size != 1:
+        return None
+    return float(np.asarray(v.const).reshape(-1)[0])
+
+
+@dataclass(frozen=True, slots=True)
+class Epilogue:
+    nodes: tuple[Node, ...]
+    residual: Value | None
+    act: int
+    lo: float
+    hi: float
+
+
+def _epilogue(y: Value, consumers, region_outputs: set[str]) -> Epilogue:
+    """The Add (of a same-shaped float tensor) and Relu / Clip that follow `y` and that
+    nothing else reads in between."""
+    nodes, residual, act, lo, hi = [], None, ACT_NONE, 0.0, 0.0
+    nxt = _only_reader(y, consumers, region_outputs)
+    if nxt is not None and nxt.op == "Add" and len(nxt.inputs) == 2:
+        a, b = nxt.inputs
+        other = b if a is y else a
+        out = nxt.outputs[0]
+        if (other is not y and other.type is not None and other.type.shape == y.type.shape
+                and _float32(other, out) and out.type.shape == y.type.shape):
+            nodes.append(nxt)
+            residual, y = other, out
+            nxt = _only_reader(y, consumers, region_outputs)
+    if nxt is not None and nxt.op == "Relu" and _float32(nxt.outputs[0]):
+        nodes.append(nxt)
+        act = ACT_RELU
+    elif nxt is not None and nxt.op == "Clip" and _float32(nxt.outputs[0]):
+        bounds = [nxt.input(1), nxt.input(2)]
+        vals = [_const_scalar(v) for v in bounds]
+        if all(v is None or c is not None for v, c in zip(bounds, vals)):
+            lo = vals[0] if vals[0] is not None else -np.inf
+            hi = vals[1] if vals[1] is not None else np.inf
+            if lo <= hi:
+                nodes.append(nxt)
+                act = ACT_CLIP
+    return Epilogue(tuple(nodes), residual, act, float(lo), float(hi))
+
+
+# ---- the loop nest a routine call stands for -------------------------------------------------
+def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block: int) -> Kernel:
+    """What the routine computes, as a loop nest over the packed weights: y = bias (or 0);
+    y += x * wp over full blocks of `block` output channels and then the last, partial one;
+    y = y + residual; y = act(y)."""
+    L = layer
+    if L.depthwise:       # the weights as they are: block 1, "packed" = [C, 1, R, S]
+        block, blocks, full, tail = 1, L.K, L.K, 0
+        wp = Tensor(L.w.name, tuple(L.w.type.shape))
+    else:
+        blocks, full, tail = -(-L.K // block), L.K // block, L.K % block
+        wp = Tensor(packed.name, (blocks, L.C, L.R, L.S, block))
+    x = Tensor(L.x.name, tuple(L.x.type.shape))
+    y = Tensor(out.name, tuple(out.type.shape))
+    inputs = [x, wp]
+
+    def yi(n, k, oh, ow):
+        return (n, k) if L.dense else (n, k, oh, ow)
+
+    def xi(n, c, oh, ow, r, s):
+        return (n, c) if L.dense else (n, c, aff(oh) * L.sh + aff(r), aff(ow) * L.sw + aff(s))
+
+    out_axes = [("n", L.N), ("k", L.K)] + ([] if L.dense else [("oh", L.OH), ("ow", L.OW)])
+
+    def over_output(stmt) -> Loop:
+        for var, extent in reversed(out_axes):
+            stmt = Loop(var, extent, (stmt,))
+        return stmt
+
+    idx = yi("n", "k", "oh", "ow")
+    if L.bias is not None:
+        bt = Tensor(L.bias.name, tuple(L.bias.type.shape))
+        inputs.append(bt)
+        start = Load(bt[("k",) if len(bt.shape) == 1 else (0, "k")])
+    else:
+        start = Const(0.0)
+    body = [over_output(Store(y[idx], start))]
+    for count, base, kb in ((full, 0, "kb"), (1 if tail else 0, full * block, full)):
+        if not count:
+            continue
+        extent = block if kb == "kb" else tail
+        k = aff("kb") * block + aff("ki") if kb == "kb" else aff("ki") + base
+        if L.depthwise:    # channel kb reads its own input channel and filter
+            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")]),
+                          Load(wp[("kb", 0, "r", "s")]))
+        else:
+            term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")]),
+                          Load(wp[(kb, "c") + ((0, 0) if L.dense else ("r", "s")) + ("ki",)]))
+        stmt = Store(y[yi("n", k, "oh", "ow")], term, "+")
+        axes = [("n", L.N)] + ([("kb", count)] if kb == "kb" else []) + [("ki", extent)]
+        axes += [] if L.dense else [("oh", L.OH), ("ow", L.OW)]
+        axes += [] if L.depthwise else [("c", L.C)]
+        axes += [] if L.dense else [("r", L.R), ("s", L.S)]
+        for var, e in reversed(axes):
+            stmt = Loop(var, e, (stmt,))
+        body.append(stmt)
+    if ep.residual is not None:
+        rt = Tensor(ep.residual.name, tuple(ep.residual.type.shape))
+        inputs.append(rt)
+        body.append(over_output(Store(y[idx], Binary("+", Load(y[idx]), Load(rt[idx])))))
+    if ep.act == ACT_RELU:
+        body.append(over_output(Store(y[idx], Binary("max", Load(y[idx]), Const(0.0)))))
+    elif ep.act == ACT_CLIP:
+        e = Load(y[idx])
+        if ep.lo != -np.inf:
+            e = Binary("max", e, Const(ep.lo))
+        if ep.hi != np.inf:
+            e = Binary("min", e, Const(ep.hi))
+        body.append(over_output(Store(y[idx], e)))
+    k = Kernel(f"fused_{L.node.name}", tuple(inputs), (y,), tuple(body))
+    verify_kernel(k)
+    return k
+
+
+def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
+    L = layer
+    names = [t.name for t in kernel.params]
+    bias = names.index(L.bias.name) if L.bias is not None else -1
+    res = names.index(ep.residual.name) if ep.residual is not None else -1
+    operands = (0, 1, bias, res, len(names) - 1)
+    pointwise = (not L.dense and L.R == L.S == L.sh == L.sw == 1
+                 and L.OH * L.OW >= POINTWISE_MIN_POSITIONS)
+    floats = (ep.lo, ep.hi) if ep.act == ACT_CLIP else (0.0, 0.0)
+    if L.depthwise:
+        return Routine("rt_dwconv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.R, L.S, L.sh, L.sw,
+                                                   L.OH, L.OW, ep.act), floats)
+    if pointwise:
+        return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.OH * L.OW, L.K, ep.act),
+                       floats)
+    if L.R == L.S == L.sh == L.sw == 1 and L.Hp * L.Wp == L.OH * L.OW:
+        # a 1x1 stride-1 layer: its positions as one row, so tiles run across the rows
+        return Routine("rt_conv_f32", operands, (L.N, L.C, 1, L.OH * L.OW, L.K, 1, 1, 1, 1, 1,
+                                                 L.OH * L.OW, ep.act), floats)
+    return Routine("rt_conv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.K, L.R, L.S, L.sh, L.sw,
+                                             L.OH, L.OW, ep.act), floats)
+
+
+def plan_routines(region: Region) -> list[Fused]:
+    """Every group of the region a routine runs (see the module docstring)."""
+    consumers = _consumers(region)
+    outputs = {v.name for v in region.outputs}
+    taken: set[str] = set()
+    groups = []
+    for node in region.nodes:
+        if node.name in taken:
+            continue
+        layer = _layer(node)
+        if layer is None:
+            continue
+        ep = _epilogue(node.outputs[0], consumers, outputs)
+        if ep.residual is not None and ep.residual.name == layer.x.name:
+            ep = Epilogue((), None, ACT_NONE, 0.0, 0.0)
+        out = (ep.nodes[-1] if ep.nodes else node).outputs[0]
+        pointwise = (not layer.dense and layer.R == layer.S == layer.sh == layer.sw == 1
+                     and layer.OH * layer.OW >= POINTWISE_MIN_POSITIONS)
+        block = ROUTINES["rt_pointwise_f32" if pointwise else "rt_conv_f32"].block
+        packed = BlockPacking(f"{layer.w.name}__b{block}{'t' if layer.transpose else ''}",
+                              layer.w.name, block, layer.transpose)
+        k = carrier(layer, packed, ep, out, block)
+        relayouts = () if layer.depthwise else (packed,)
+        groups.append(Fused((node,) + ep.nodes, Scheduled(k, relayouts),
+                            _routine(layer, ep, k)))
+        taken.update(n.name for n in ep.nodes)
+    return groups
+
+
+# ---- printing a call --------------------------------------------------------------------------
+def check_routine(call: Call) -> None:
+    """GraphError unless `call.routine` reads and writes exactly its kernel's tensors, with the
+    shapes its integer arguments say (what keeps the routine's accesses inside its buffers)."""
+    r, k = call.routine, call.kernel
+    spec = ROUTINES.get(r.name)
+
+    def fail(msg: str) -> GraphError:
+        return GraphError(f"call {call.function}: routine {r.name}: {msg}")
+
+    if spec is None:
+        raise fail(f"not one of {sorted(ROUTINES)}")
+    if len(r.ints) != len(spec.ints) + 1 or len(r.floats) != 2 or len(r.operands) != 5:
+        raise fail("wrong number of arguments")
+    d = dict(zip(spec.ints, r.ints))
+    act = r.ints[-1]
+    if act not in (ACT_NONE, ACT_RELU, ACT_CLIP) or any(v < 1 for v in r.ints[:-1]):
+        raise fail(f"arguments {r.ints} out of range")
+    params = k.params
+    if any(not -1 <= i < len(params) for i in r.operands) or r.operands[0] < 0 or \
+            r.operands[1] < 0 or r.operands[4] != len(params) - 1 or len(k.outputs) != 1:
+        raise fail(f"operands {r.operands} do not name the kernel's {len(params)} tensors")
+    x, wp, bias, res, y = (None if i < 0 else params[i] for i in r.operands)
+    if any(t.dtype != "float32" for t in (x, wp, bias, res, y) if t is not None):
+        raise fail("its tensors are float32")
+    if r.name == "rt_conv_f32":
+        n, c, hp, wd, kk, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
+        if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss:
+            raise fail(f"output {oh}x{ow} is not a {rr}x{ss} window at strides {sh}, {sw} "
+                       f"over {hp}x{wd}")
+        xs, ys = n * c * hp * wd, n * kk * oh * ow
+        ws = -(-kk // spec.block) * c * rr * ss * spec.block
+    elif r.name == "rt_dwconv_f32":
+        n, c, hp, wd, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
+        if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss or \
+                ow > DW_MAX_WIDTH:
+            raise fail(f"output {oh}x{ow} is not a {rr}x{ss} window at strides {sh}, {sw} "
+                       f"over {hp}x{wd}")
+        kk = c
+        xs, ys, ws = n * c * hp * wd, n * c * oh * ow, c * rr * ss
+    else:
+        n, c, p, kk = (d[a] for a in spec.ints)
+        xs, ys = n * c * p, n * kk * p
+        ws = -(-kk // spec.block) * c * spec.block
+    sizes = [(x, xs), (wp, ws), (y, ys), (res, ys)]
+    if any(t is not None and t.size != size for t, size in sizes) or (
+            bias is not None and bias.size != kk):
+        raise fail(f"tensor sizes {[t.size for t in (x, wp, bias, res, y) if t]} do not match "
+                   f"its arguments {dict(d)}")
+
+
+def routine_call(call: Call, pointers: Sequence[str]) -> str:
+    """The C statement calling `call.routine`, `pointers` being the C expressions of the
+    kernel's parameters."""
+    if call.routine.name in INT8_ROUTINES:
+        return int8_call(call, pointers)
+    check_routine(call)
+    r = call.routine
+    args = [pointers[i] if i >= 0 else "0" for i in r.operands]
+    args += [str(i) for i in r.ints]
+    args += [_c_float(f) for f in r.floats]
+    return f"{r.name}({', '.join(args)});"
+
+
+def _c_float(f: float) -> str:
+    if f == np.inf:
+        return "INFINITY"
+    if f == -np.inf:
+        return "-INFINITY"
+    return f"{float(np.float32(f))!r}f"
+
+
+def routine_sources(names: Sequence[str]) -> str:
+    """vec.h and the C of the routines `names`, for model.c (nothing if there are none)."""
+    if not names:
+        return ""
+    files = sorted({ROUTINES[n].source for n in names if n in ROUTINES})
+    if any(n in INT8_ROUTINES for n in names):
+        files += list(INT8_FILES)
+    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files] + [LIBRARY_END])
+
+
+__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",
+           "ROUTINES", "RoutineSpec", "carrier", "check_routine", "kernel_source",
+           "plan_routines", "routine_call", "routine_sources"]
