@@ -20,7 +20,6 @@ from ..errors import RetargetError, TargetError
 from ..ir.graph import Graph, Node
 from . import rewrite_for
 from ..targets.base import Kernel, Region, Target, external_inputs
-from .infer_shapes import infer_shapes
 from .partition import CPU, PlacementReport
 from ..targets.aot.kernel import new_build_dir
 from ..targets.c import generate_c
@@ -88,11 +87,8 @@ def place_on_host(graph: Graph, regions: list[Region], report: PlacementReport,
 
 def _refusals(region: Region, host: Target) -> dict[str, str]:
     """Node name -> why `host` cannot run it, asked of the region as the host rewrites it
-    (the c target pads convolutions explicitly before it lowers them)."""
-    sub = region.subgraph()
-    prepared = host.prepare(sub)
-    if prepared is not sub:
-        prepared = infer_shapes(prepared)
+    (passes.rewrite_for: the c target pads convolutions explicitly before it lowers them)."""
+    prepared = rewrite_for(region.subgraph(), host)
     return {n.name: s.reason or "refused" for n in prepared.nodes
             if not (s := host.supports(n, prepared)).ok}
 
