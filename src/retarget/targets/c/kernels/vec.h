@@ -18,6 +18,15 @@
 #define RT_INLINE static inline
 #endif
 
+/* The routines' parallel loops (C99 _Pragma, so the same text builds without OpenMP). */
+#ifdef _OPENMP
+#define RT_PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
+#define RT_PARALLEL_FOR2 _Pragma("omp parallel for collapse(2) schedule(static)")
+#else
+#define RT_PARALLEL_FOR
+#define RT_PARALLEL_FOR2
+#endif
+
 #ifndef RT_VL
 #  if defined(__AVX512F__) && !defined(RT_PORTABLE)
 #    define RT_VL 16
