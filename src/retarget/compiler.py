@@ -30,7 +30,7 @@ from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
 from .passes.partition import partition
 from .runtime.module import Module
-from .targets.base import Target
+from .targets.base import INT8_TFLITE, Target
 from .targets.registry import get_target
 
 
@@ -52,12 +52,12 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
         "none" (the default for the others): how layers are grouped into units lowered as
         one (passes/fusion/).
     """
-    # 1. the graph: load a model file if given a path
-    if not isinstance(graph, Graph):
-        from . import load
-        graph = load(graph)
-    # 2. the target, with its config resolved (preset, file, overrides)
+    # 1. the target, with its config resolved (preset, file, overrides)
     tgt = get_target(target, config)
+    # 2. the graph: load a model file if given a path (a TFLite int8 model in its own
+    #    arithmetic, or as float to re-quantise in the target's format)
+    if not isinstance(graph, Graph):
+        graph, calibration = _load_model(graph, tgt, calibration)
     # 3. type every value (a copy: the caller's graph is left alone); support rules, MAC
     #    counts and device buffer sizes all read shapes
     g = infer_shapes(graph)
@@ -92,6 +92,31 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
     return Module(g, tgt, parts.regions, kernels, parts.report)
 
 
+def _load_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
+    """The model file as the Graph `target` starts from, and the calibration samples for it.
+
+    A TFLite int8 model stays in its own arithmetic (int8-tflite) for a float target or one
+    that computes in that format; for any other number format it is imported as float (its
+    dequantised weights) and re-quantised, calibrated on the model's own inputs (given, or
+    uniform over the int8 range; float samples for an int8 input count as real values) turned
+    into the real values the float graph takes."""
+    from .frontend.tflite import (io_quantization, is_tflite_path, load_tflite,
+                                  model_samples, real_inputs)
+    if not is_tflite_path(path):
+        from . import load
+        return load(path), calibration
+    fmt = target.number_format
+    if fmt is None or fmt.name == INT8_TFLITE.name:
+        return load_tflite(path), calibration
+    if calibration is None:
+        warnings.warn(f"{path}: no calibration inputs given; re-quantising for {target.name} "
+                      f"on seeded inputs uniform over the model's int8 input range",
+                      stacklevel=3)
+    quant = io_quantization(path)
+    samples = model_samples(load_tflite(path), calibration, quant)
+    return load_tflite(path, form="float"), [real_inputs(quant, s) for s in samples]
+
+
 def _fusion_strategy(target: Target, fusion: str | None) -> str:
     if fusion is None:
         return "optimized" if target.fusion_templates else "none"
@@ -123,6 +148,18 @@ def to_number_format(graph: Graph, target: Target, calibration: Any = None) -> G
     fmt = target.number_format
     if fmt is None:
         return graph
+    from .frontend.tflite import is_int8_tflite
+    if is_int8_tflite(graph):
+        if fmt.name == INT8_TFLITE.name:
+            return graph
+        raise TargetError(f"{target.name} computes in {fmt.name}; this graph is an int8 "
+                          f"TFLite model in its own arithmetic (int8-tflite): compile the "
+                          f".tflite file, or load_tflite(path, form='float'), so that it is "
+                          f"re-quantised")
+    if fmt.name == INT8_TFLITE.name:
+        raise NotImplementedError(f"{target.name}: quantising a float graph into int8-tflite "
+                                  f"(TFLite's converter) is not implemented; import an int8 "
+                                  f".tflite model")
     if _is_qdq_model(graph):
         return _convert_prequantized(graph, target)
     if any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None

@@ -54,7 +54,7 @@ def register(subparsers) -> None:
         "compile", help="partition and compile a model for a target",
         description="Partition MODEL between the target and the CPU, lower the offloaded "
                     "regions, print the placement report and write the module artifact.")
-    p.add_argument("model", help="ONNX model file")
+    p.add_argument("model", help="ONNX or TFLite (.tflite) model file")
     add_target_options(p, target_required=True)
     add_compile_options(p)
     p.add_argument("-o", "--output", default=None, metavar="DIR",
@@ -125,6 +125,7 @@ def run_compile(args: argparse.Namespace) -> int:
         if kernel.summary():
             print(kernel.summary())
     _print_prequantized_error(args.model, module)
+    _print_tflite_deviation(args, module)
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
@@ -153,6 +154,26 @@ def _print_prequantized_error(model_path: str, module) -> None:
     inputs = [complete_inputs(module.graph, {}, random=True, seed=s) for s in range(4)]
     print(format_qdq_error(qdq_error(model, module.graph, inputs)) +
           "\n  (4 seeded random inputs; the compiled module equals the integer graph exactly)")
+
+
+def _print_tflite_deviation(args: argparse.Namespace, module) -> None:
+    """For a TFLite int8 model compiled into another number format: per output, how far the
+    module's integer result is from the model's own arithmetic (report/deviation.py), on the
+    calibration inputs or, without them, 8 seeded inputs uniform over the int8 range."""
+    from ..frontend.tflite import io_quantization, is_tflite_path, load_tflite, model_samples
+    fmt = module.target.number_format
+    if not is_tflite_path(args.model) or fmt is None or fmt.name == "int8-tflite":
+        return
+    from ..report.deviation import format_deviation, tflite_deviation
+    calibration = read_calibration(getattr(args, "calibration", None))
+    ref = load_tflite(args.model)
+    inputs = model_samples(ref, calibration, io_quantization(args.model))
+    where = (f"{len(inputs)} calibration inputs" if calibration is not None
+             else f"{len(inputs)} seeded inputs uniform over the int8 range")
+    print(format_deviation(tflite_deviation(module, args.model, inputs, ref),
+                           module.target.name, where) +
+          "\n  (the compiled module itself equals retarget's integer reference of "
+          f"{fmt.name} exactly: `retarget run DIR --check`)")
 
 
 # ---- the compiled run --------------------------------------------------------------------------

@@ -64,7 +64,8 @@ class NumberFormat:
     name: "int8-pow2" is int8 tensors with power-of-two scales, int32 accumulators and
         requantisation by shifts (ops/quantized.py; docs/quantization.md); "int8-mul-shift"
         is int8 at any scale, requantised by an integer multiplier and a right shift
-        (RequantizeMul, QAddMul: NVDLA's output converter);
+        (RequantizeMul, QAddMul: NVDLA's output converter); "int8-tflite" is TFLite's
+        arithmetic (RequantizeQ31, QAddQ31, ...: ops/quantized_tflite.py);
     per_channel: whether weight scales may differ per output channel (False when the hardware
         shifts a whole tensor by one immediate);
     rounding: how a pre-quantised (QDQ) model's requantisation is rounded on this hardware
@@ -81,7 +82,12 @@ class NumberFormat:
 
 INT8_POW2 = NumberFormat()
 INT8_MUL_SHIFT = NumberFormat("int8-mul-shift", per_channel=True)
-NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name)
+# TFLite's own integer arithmetic (ops/quantized_tflite.py): asymmetric int8 activations, a
+# 32-bit multiplier applied by rounding doubling high multiply and rounding right shift. An
+# int8 .tflite model imports into it as it is; quantising a float graph into it (TFLite's
+# converter) is not implemented.
+INT8_TFLITE = NumberFormat("int8-tflite", per_channel=True)
+NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name, INT8_TFLITE.name)
 
 
 @dataclass(slots=True, eq=False)
@@ -358,5 +364,5 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
+__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "INT8_TFLITE", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
            "WeightStore"]

@@ -21,6 +21,12 @@ static rt_counters counters[RT_MAX_CPES];
 static rt_tensor tensors[RT_MAX_TENSORS];
 static int n_tensors;
 
+/* Asynchronous gets in flight, per CPE: copied only when waited for, so a read before the
+   wait sees the buffer's old contents. */
+typedef struct { void *ldm; const unsigned char *src; size_t bytes; } rt_pending;
+static rt_pending *pending[RT_MAX_CPES];
+static size_t n_pending[RT_MAX_CPES], cap_pending[RT_MAX_CPES];
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int failed;
@@ -120,6 +126,14 @@ int rt_spawn(void (*slave)(void *), void *para)
     }
     for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
+    for (i = 0; i < n_cpes; i++) {
+        if (n_pending[i] && !failed) {
+            snprintf(message, sizeof message, "cpe %d: %zu asynchronous gets were never "
+                     "waited for", i, n_pending[i]);
+            failed = 1;
+        }
+        n_pending[i] = 0;
+    }
     for (i = 0; i < n_cpes; i++)
         counters[i].ldm_bytes = (long long)ldm_used[i];
     return failed;
@@ -176,6 +190,34 @@ void rt_dma_put(rt_gmem dst, size_t offset, const void *ldm, size_t bytes)
 }
 
 void rt_dma_wait(void) { /* the emulated DMA completes at once */ }
+
+void rt_dma_iget(void *ldm, rt_gmem src, size_t offset, size_t bytes)
+{
+    unsigned char *g = global(src, offset, bytes, "dma iget");
+    check_ldm(ldm, bytes, "dma iget");
+    if (n_pending[my_id] == cap_pending[my_id]) {
+        size_t cap = cap_pending[my_id] ? 2 * cap_pending[my_id] : 64;
+        rt_pending *more = (rt_pending *)realloc(pending[my_id], cap * sizeof *more);
+        if (!more)
+            fail("dma iget: out of memory for %zu DMAs in flight", cap);
+        pending[my_id] = more;
+        cap_pending[my_id] = cap;
+    }
+    pending[my_id][n_pending[my_id]].ldm = ldm;
+    pending[my_id][n_pending[my_id]].src = g;
+    pending[my_id][n_pending[my_id]].bytes = bytes;
+    n_pending[my_id]++;
+    counters[my_id].get_bytes += (long long)bytes;
+    counters[my_id].dma_calls++;
+}
+
+void rt_dma_wait_async(void)
+{
+    size_t i;
+    for (i = 0; i < n_pending[my_id]; i++)
+        memcpy(pending[my_id][i].ldm, pending[my_id][i].src, pending[my_id][i].bytes);
+    n_pending[my_id] = 0;
+}
 
 void rt_sync(void)
 {
