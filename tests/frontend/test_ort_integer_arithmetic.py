@@ -57,3 +57,13 @@ def test_the_probe_says_what_it_measured():
     arith = ort_integer_arithmetic()
     assert arith.exact == (arith.probe == 64770)
     assert ("exactly" in str(arith)) == arith.exact
+
+
+def test_a_model_with_seven_bit_weights_is_exact_for_onnxruntime_everywhere():
+    arith = ort_integer_arithmetic()
+    small = helper.make_model(helper.make_graph(
+        [], "w", [], [], [helper.make_tensor("w", TensorProto.INT8, [3], [-64, 0, 64])]))
+    large = helper.make_model(helper.make_graph(
+        [], "w", [], [], [helper.make_tensor("w", TensorProto.INT8, [3], [-65, 0, 64])]))
+    assert arith.exact_for(small)
+    assert arith.exact_for(large) == arith.exact

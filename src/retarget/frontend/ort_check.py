@@ -13,6 +13,7 @@ from typing import Mapping
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from ..errors import RetargetError
 
@@ -77,6 +78,21 @@ class OrtIntegerArithmetic:
                     "bits, onnxruntime's reduce_range, avoids it)")
         return (f"onnxruntime's u8 x s8 kernels on this CPU compute 255*127 + 255*127 as "
                 f"{self.probe}, not 64770: its integer results are not exact here")
+
+
+    def exact_for(self, model: onnx.ModelProto) -> bool:
+        """Whether onnxruntime computes `model`'s integer products exactly here: always with
+        exact kernels, and with pair-saturating ones when every int8 initializer (the
+        weights) lies in [-64, 64], where a pair is at most 255 * 64 * 2 = 32640 and never
+        clips (what onnxruntime's reduce_range quantisation guarantees)."""
+        if self.exact:
+            return True
+        for t in model.graph.initializer:
+            if t.data_type == onnx.TensorProto.INT8:
+                w = numpy_helper.to_array(t)
+                if w.size and int(np.abs(w.astype(np.int16)).max()) > 64:
+                    return False
+        return True
 
 
 _PAIR = 64770  # 255*127 + 255*127: above int16's 32767, so a saturating pair clips it

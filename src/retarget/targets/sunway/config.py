@@ -7,6 +7,11 @@ from dataclasses import dataclass
 
 MODES = ("swtvm", "openacc", "elementwise")
 BASELINES = ("openacc", "elementwise")     # what our code is compared with, first the faithful one
+# The emulation build's flags by default (and the generated Makefile's, which does not follow
+# the loading machine's `cflags`: the Makefile is part of the sources an artifact ships).
+DEFAULT_CFLAGS = "-O2 -std=c99"
+MAX_CPES = 256                 # RT_MAX_CPES of runtime/athread_emu.h
+MAX_LDM_BYTES = 1 << 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +62,7 @@ class SunwayConfig:
     double_buffer: bool = False
     share_first: bool = True
     cc: str = "gcc"
-    cflags: str = "-O2 -std=c99"
+    cflags: str = DEFAULT_CFLAGS
     build_dir: str = ""
     memory_bytes: int = 1 << 31
     min_region_macs: int = 0
@@ -78,6 +83,14 @@ class SunwayConfig:
         for name in ("cpes_per_cg", "ldm_bytes", "flops_per_cycle", "gld_cycles"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        # the emulation allocates cpes x ldm_bytes and starts a thread per CPE (athread_emu.c
+        # holds at most 256): bounded, so no config (an artifact's included) can ask for more
+        if self.cpes > MAX_CPES:
+            raise ValueError(f"core_groups * cpes_per_cg = {self.cpes} CPEs, more than the "
+                             f"emulation's {MAX_CPES}")
+        if self.ldm_bytes > MAX_LDM_BYTES:
+            raise ValueError(f"ldm_bytes={self.ldm_bytes} is more than {MAX_LDM_BYTES} (a CPE's "
+                             f"local memory is 64 KB on an SW26010)")
         for name in ("clock_ghz", "dma_gbps", "compute_efficiency"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -97,4 +110,4 @@ PRESETS = {
     "elementwise": SunwayConfig(mode="elementwise"),
 }
 
-__all__ = ["BASELINES", "MODES", "PRESETS", "SunwayConfig"]
+__all__ = ["BASELINES", "DEFAULT_CFLAGS", "MODES", "PRESETS", "SunwayConfig"]

@@ -28,7 +28,7 @@ from ...loopnest.schedule import substitute
 from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output_copies,
                          pointer)
 from ..aot.program import Call, Program
-from .config import SunwayConfig
+from .config import DEFAULT_CFLAGS, SunwayConfig
 from .cost import pipeline_plan
 from .double_buffer import Pipeline, doubled_buffers, ldm_bytes
 from .schedule import runs_on
@@ -368,7 +368,7 @@ def makefile(p: Program, config: SunwayConfig) -> str:
         "ifeq ($(origin CC),default)",
         "CC = gcc",
         "endif",
-        f"CFLAGS ?= {config.cflags}",
+        f"CFLAGS ?= {DEFAULT_CFLAGS}",
         "EMUFLAGS = -DRT_EMULATE -Werror=implicit-function-declaration",
         "LDLIBS = -lm -pthread",
         f"SLAVES = {slaves}",

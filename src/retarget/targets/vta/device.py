@@ -84,6 +84,9 @@ class VTADevice(StreamDevice):
                     raise DeviceError(f"{self.name}: simulator='c' but {e}") from None
         return Simulator(self.cfg, dram=self._memory)
 
+    def sim_memory_moved(self) -> None:
+        self.sim.rebind_dram(self._memory)
+
     def simulate(self, raw: bytes) -> dict[str, int]:
         self.sim.mem.confine = self.task_memory
         try:

@@ -89,6 +89,8 @@ const rt_counters *rt_cpe_counters(int cpe)
     return cpe >= 0 && cpe < n_cpes ? &counters[cpe] : NULL;
 }
 
+#define RT_CPE_STACK_BYTES (1u << 20)
+
 typedef struct { void (*slave)(void *); void *para; int id; } rt_start;
 
 static void *cpe_main(void *arg)
@@ -114,16 +116,22 @@ int rt_spawn(void (*slave)(void *), void *para)
     arrived = 0;
     memset(counters, 0, sizeof counters);
     memset(ldm_used, 0, sizeof ldm_used);
+    /* A CPE's buffers live in its LDM arena, not on its stack: 1 MiB stacks instead of the
+       default 8 MiB keep 64 emulated CPEs within a small address-space limit (ulimit -v). */
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, RT_CPE_STACK_BYTES);
     for (i = 0; i < n_cpes; i++) {
         starts[i].slave = slave;
         starts[i].para = para;
         starts[i].id = i;
-        if (pthread_create(&threads[i], NULL, cpe_main, &starts[i]) != 0) {
+        if (pthread_create(&threads[i], &attr, cpe_main, &starts[i]) != 0) {
             fail("cannot start CPE thread %d", i);
             break;
         }
         started++;
     }
+    pthread_attr_destroy(&attr);
     for (i = 0; i < started; i++)
         pthread_join(threads[i], NULL);
     for (i = 0; i < n_cpes; i++) {

@@ -196,6 +196,11 @@ class CSimulator:
     def dram(self) -> np.ndarray:
         return self.mem.dram
 
+    def rebind_dram(self, dram: np.ndarray) -> None:
+        """Use `dram` (the same contents, grown by the device) from now on; SRAMs are kept."""
+        self._lib.vta_sim_set_dram(self._handle, dram.ctypes.data, dram.size)
+        self.mem.dram = dram
+
     def run(self, stream) -> SimResult:
         """Execute a stream (bytes, a uint8 array or a list of instructions) until FINISH."""
         raw = _stream_bytes(stream, self.cfg)

@@ -228,6 +228,12 @@ class Simulator:
     def dram(self) -> np.ndarray:
         return self.mem.dram
 
+    def rebind_dram(self, dram: np.ndarray) -> None:
+        """Use `dram` (the same contents, grown) from now on; the SRAMs are kept, the replays
+        (which hold views of the old array) dropped."""
+        self.mem.dram = dram
+        self._replays.clear()
+
     def run(self, stream) -> SimResult:
         """Execute an instruction stream (bytes or a list of instruction dataclasses) until
         FINISH. Raises SimulationError (a DeviceError) naming the instruction on any fault.
