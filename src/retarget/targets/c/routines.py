@@ -71,11 +71,6 @@ ROUTINES = {
 }
 DW_MAX_WIDTH = 4096       # dwconv_f32.c RT_DW_MAX_WIDTH: its row buffer
 HEADER = "vec.h"
-# closes vec.h's `#pragma GCC push_options` after the last routine
-LIBRARY_END = """#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
-"""
 
 
 @lru_cache(maxsize=None)
@@ -426,7 +421,7 @@ def routine_sources(names: Sequence[str]) -> str:
     files = sorted({ROUTINES[n].source for n in names if n in ROUTINES})
     if any(n in INT8_ROUTINES for n in names):
         files += list(INT8_FILES)
-    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files] + [LIBRARY_END])
+    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 
 __all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",
