@@ -2,6 +2,7 @@
 runtime that made them.
 
     python benchmarks/bench_quantised_import.py [--models lenet,mobilenet,...] [--samples 8]
+                                                [--sources tflite,qdq]
                                                 [--targets vta,nvdla,dnnvm] [--json FILE]
 
 For every TFLite test model (`retarget.zoo.tflite.MODELS`: int8, written and calibrated here
@@ -23,11 +24,28 @@ without TensorFlow; LiteRT, `ai-edge-litert`, is the runtime):
 The table also prints how far LiteRT's default CPU kernels (`OpResolverType.AUTO`: XNNPACK
 and the optimised kernels) are from its reference kernels on the same inputs: they differ.
 
---json writes exactly {"<model>": {"ops": N, "import_s": S, "<where>": {"exact_vs_runtime":
-bool, "max_lsb_diff": int}}} with <where> in reference, c and the accelerators.
+For every ONNX QDQ test model (`retarget.zoo.ort_quantized.MODELS`, quantised here by
+onnxruntime's `quantize_static`: `qdq_<model>_<u8|s8>[_pc]`, u8 or s8 activations, per tensor or
+per channel; onnxruntime is the runtime):
 
-Adding other pre-quantised models (ONNX QDQ against onnxruntime): give `SOURCES` another entry,
-name -> (list of model names, function(name, args) -> the per-model dict above).
+- `ops`: nodes in the QDQ file;
+- `import_s`: wall time of `load_quantized(model, scales="onnxruntime")` (best of 3);
+- `reference`: retarget's reference executor on that graph against onnxruntime's CPU run of the
+  file (default session options: graph optimisation on, so its fused integer kernels), on
+  `--samples` seeded standard-normal inputs, in output LSBs (the output DequantizeLinear's
+  scale). Whether onnxruntime's own integer kernels are exact on this CPU is printed below the
+  table (OrtIntegerArithmetic); where they are not, part of the difference is onnxruntime's;
+- `c`: no int8 mode on this branch (null);
+- accelerators: compiling these files for vta / nvdla / dnnvm is refused (their formats have
+  no zero points, and vta / dnnvm only power-of-two scales): null, with the reason in the
+  printed notes.
+
+--json writes exactly {"<model>": {"ops": N, "import_s": S, "<where>": {"exact_vs_runtime":
+bool, "max_lsb_diff": int}}} with <where> in reference, c and the accelerators (null where
+not available).
+
+Adding other pre-quantised models: give `SOURCES` another entry, name -> (list of model
+names, function(name, args) -> the per-model dict above).
 """
 from __future__ import annotations
 
@@ -105,7 +123,62 @@ def measure_tflite(name: str, args) -> dict:
     return row
 
 
-# source -> (model names, measure(name, args) -> row). Hook: add "qdq" for ONNX QDQ models.
+# ---- ONNX QDQ models against onnxruntime ------------------------------------------------------
+QDQ_VARIANTS = {"u8": ("uint8", False), "u8_pc": ("uint8", True), "s8": ("int8", False),
+                "s8_pc": ("int8", True)}
+
+
+def _qdq_names() -> list[str]:
+    from retarget.zoo.ort_quantized import MODELS
+    return [f"qdq_{m}_{v}" for m in MODELS for v in QDQ_VARIANTS]
+
+
+def _qdq_model(name: str):
+    from retarget.zoo.ort_quantized import MODELS, ort_quantized
+    base, variant = next((m, name[len(f"qdq_{m}_"):]) for m in MODELS
+                         if name.startswith(f"qdq_{m}_") and name[len(f"qdq_{m}_"):] in
+                         QDQ_VARIANTS)
+    activations, per_channel = QDQ_VARIANTS[variant]
+    return ort_quantized(base, activations=activations, per_channel=per_channel)
+
+
+def measure_qdq(name: str, args) -> dict:
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+
+    from retarget.errors import RetargetError
+    from retarget.frontend.onnx_quantized import float_accumulations, load_quantized, qdq_error
+    from retarget.zoo.ort_quantized import model_inputs
+    m = _qdq_model(name)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        graph = load_quantized(m, scales="onnxruntime")
+        times.append(time.perf_counter() - t0)
+    errs = qdq_error(m, graph, model_inputs(m, args.samples, seed=1))
+    lsb = max(e.max_lsb for e in errs.values())
+    row = {"ops": len(m.graph.node), "import_s": min(times), "reference": _result(lsb),
+           "c": _result(None)}
+    notes = {"float_groups": len(float_accumulations(graph))}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{name}.onnx"
+        onnx.save(m, path)
+        for target in args.targets:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    retarget.compile(str(path), target)
+                notes[f"{target}_refused"] = "compiled, deviation not measured for QDQ files"
+            except RetargetError as e:
+                notes[f"{target}_refused"] = str(e).split(";")[0]
+            row[target] = _result(None)
+    row["_notes"] = notes
+    return row
+
+
+# source -> (model names, measure(name, args) -> row)
 def _tflite_names() -> list[str]:
     from retarget.zoo.tflite import MODELS
     return list(MODELS)
@@ -113,6 +186,7 @@ def _tflite_names() -> list[str]:
 
 SOURCES: dict[str, tuple[Callable[[], list[str]], Callable]] = {
     "tflite": (_tflite_names, measure_tflite),
+    "qdq": (_qdq_names, measure_qdq),
 }
 
 
@@ -120,13 +194,20 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=None, help="comma-separated (default: all)")
     ap.add_argument("--samples", type=int, default=8)
+    ap.add_argument("--sources", default=",".join(SOURCES),
+                    help=f"comma-separated, of {', '.join(SOURCES)} (default: all)")
     ap.add_argument("--targets", default=",".join(ACCELERATORS))
     ap.add_argument("--json", default=None, metavar="FILE")
     args = ap.parse_args()
     args.targets = [t for t in args.targets.split(",") if t]
     wanted = None if args.models is None else set(args.models.split(","))
-    results, rows = {}, []
-    for source, (names, measure) in SOURCES.items():
+    results, rows, refusals = {}, [], {}
+    sources = [s for s in args.sources.split(",") if s]
+    unknown = set(sources) - set(SOURCES)
+    if unknown:
+        ap.error(f"unknown source(s) {', '.join(sorted(unknown))}; known: {', '.join(SOURCES)}")
+    for source in sources:
+        names, measure = SOURCES[source]
         for name in names():
             if wanted is not None and name not in wanted:
                 continue
@@ -137,15 +218,30 @@ def main() -> None:
             def cell(where):
                 v = r[where]["max_lsb_diff"]
                 return "n/a" if v is None else str(v)
+
+            def accel(t):
+                if f"{t}_refused" in notes:
+                    return "refused"
+                return f"{cell(t)} ({'exact' if notes.get(f'{t}_self') else 'DIFFERS'})"
+            other = notes.get("default_kernels", notes.get("float_groups", ""))
             rows.append([name, source, r["ops"], f"{1e3 * r['import_s']:.1f}", cell("reference"),
-                         str(notes.get("default_kernels", "")), cell("c")] +
-                        [f"{cell(t)} ({'exact' if notes.get(f'{t}_self') else 'DIFFERS'})"
-                         for t in args.targets])
-    print(format_table(["model", "source", "ops", "import ms", "reference", "LiteRT default",
-                        "c"] + [f"{t} (self)" for t in args.targets], rows))
-    print("max |diff| in output LSBs against LiteRT's reference kernels; 'LiteRT default': its "
-          "default CPU kernels against its reference kernels; (self): the module against "
-          "retarget's integer reference of its own format; c: no int8 mode (n/a)")
+                         str(other), cell("c")] + [accel(t) for t in args.targets])
+            refusals.update({t: notes[f"{t}_refused"] for t in args.targets
+                             if f"{t}_refused" in notes})
+    print(format_table(["model", "source", "ops", "import ms", "reference",
+                        "LiteRT default / float groups", "c"] +
+                       [f"{t} (self)" for t in args.targets], rows))
+    print("max |diff| in output LSBs against the runtime: LiteRT's reference kernels (tflite), "
+          "onnxruntime's CPU run (qdq); 'LiteRT default': its default CPU kernels against its "
+          "reference kernels; 'float groups': Conv / Gemm that onnxruntime (and so the import) "
+          "runs in float32; (self): the module against retarget's integer reference of its own "
+          "format; c: no int8 mode (n/a)")
+    if any(row[1] == "qdq" for row in rows):
+        from retarget.frontend.ort_check import ort_integer_arithmetic
+        print(f"onnxruntime on this CPU: {ort_integer_arithmetic()}")
+    for t, why in refusals.items():
+        print(f"{t} refuses the QDQ files (they have zero points or scales its format lacks), "
+              f"e.g. {why}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)

@@ -30,6 +30,7 @@ from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
 from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
+from .passes.host import REFERENCE, place_on_host
 from .passes.partition import partition
 from .runtime.module import Module
 from .targets.base import INT8_TFLITE, Target
@@ -48,7 +49,7 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
             cpu_nodes: Iterable[str] = (), min_region_macs: int | None = None,
             config: Mapping[str, Any] | None = None, calibration: Any = None,
             fusion: str | None = None, pins: Mapping[str, str] | None = None,
-            placement: str = "first") -> Module:
+            placement: str = "first", host: "str | Target | None" = None) -> Module:
     """Compile `graph` (a Graph or an ONNX file path) for `target`.
 
     target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance; or
@@ -69,6 +70,8 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
     fusion: "optimized" (the default for targets that declare fusion templates), "greedy" or
         "none" (the default for the others): how layers are grouped into units lowered as
         one (passes/fusion/).
+    host: what runs the CPU regions: None or "reference" (the NumPy reference), or "c" /
+        "c:preset" / a c Target (generated C, passes/host.py; docs/deploy.md).
     """
     # 1. the devices, with their configs resolved (preset, file, overrides)
     targets = resolve_targets(target, config)
@@ -121,8 +124,13 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence
         except RetargetError as e:
             raise type(e)(f"lowering region {region.name!r} ({', '.join(region.node_names)}) "
                           f"for {t.name}: {e}") from None
-    # 8. package graph, regions, kernels and the placement report as a Module
-    return Module(g, tgt, parts.regions, kernels, parts.report, targets={t.name: t for t in targets})
+    # 8. the host: CPU regions as generated C when asked (the reference otherwise)
+    regions, host_code = parts.regions, None
+    if host is not None and host != REFERENCE:
+        regions, host_code = place_on_host(g, parts.regions, parts.report, get_target(host))
+    # 9. package graph, regions, kernels and the placement report as a Module
+    return Module(g, tgt, regions, kernels, parts.report, targets={t.name: t for t in targets},
+                  host=host_code)
 
 
 def resolve_targets(target: "str | Path | Target | Sequence", config: Mapping[str, Any] | None
@@ -267,6 +275,10 @@ def to_number_format(graph: Graph, target: Target, calibration: Any = None) -> G
                                   f".tflite model")
     if _is_qdq_model(graph):
         return _convert_prequantized(graph, target)
+    if fmt.scales == "onnxruntime":
+        raise NotImplementedError(f"{target.name}: quantising a float graph into {fmt.name} "
+                                  f"is not implemented; quantise it with onnxruntime's "
+                                  f"quantize_static and compile the QDQ model")
     if any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
            and np.dtype(n.inputs[0].type.dtype).kind == "f" for n in graph.nodes):
         from .passes.quantize import quantize  # needs the op table: import when used
@@ -281,7 +293,8 @@ def _is_qdq_model(graph: Graph) -> bool:
     (again)."""
     return any(n.op == "QLinearConv" or (n.op == "DequantizeLinear" and n.inputs[0].is_const)
                for n in graph.nodes) or (any(n.op in QDQ_OPS for n in graph.nodes) and not any(
-        n.op in ("RequantizeMul", "QAddMul", "Requantize") for n in graph.nodes))
+        n.op in ("RequantizeMul", "QAddMul", "Requantize", "RequantizeOrt")
+        for n in graph.nodes))
 
 
 def _convert_prequantized(graph: Graph, target: Target) -> Graph:

@@ -26,6 +26,7 @@ EMULATED = [
     "tests/frontend/test_ort_integer_arithmetic.py",
     "tests/quantize/test_onnx_quantized_multiplier.py",
     "tests/quantize/test_onnx_quantized.py",
+    "tests/quantize/test_onnx_quantized_ort.py",
     "tests/examples/test_toy_byoc.py",
 ]
 

@@ -10,7 +10,8 @@ import sys
 from ..errors import RetargetError
 
 # Subcommand modules, in the order `retarget --help` lists them.
-COMMANDS = ["demo", "inspect", "run", "disasm", "compile", "report", "explore", "targets"]
+COMMANDS = ["demo", "inspect", "run", "disasm", "compile", "deploy", "report", "explore",
+            "targets"]
 
 
 def build_parser() -> argparse.ArgumentParser:

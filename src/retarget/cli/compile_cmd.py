@@ -52,6 +52,9 @@ def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", default=None, metavar="FILE.npz",
                    help="calibration inputs for targets that quantise (vta, dnnvm): arrays by input "
                         "name, batches along axis 0 (default: random data, with a warning)")
+    p.add_argument("--host", default=None, metavar="reference|c[:PRESET]",
+                   help="what runs the CPU regions: the NumPy reference (default) or generated "
+                        "C (c, c:portable, ...; docs/deploy.md)")
     p.add_argument("--fusion", default=None, choices=("none", "greedy", "optimized"),
                    help="group layers into units lowered as one (docs/fusion.md); default: "
                         "optimized for targets that declare fusion templates (dnnvm), else none")
@@ -100,7 +103,7 @@ def compile_from_args(args: argparse.Namespace):
                    min_region_macs=args.min_region_macs, config=parse_overrides(args.config),
                    calibration=read_calibration(getattr(args, "calibration", None)),
                    fusion=getattr(args, "fusion", None), pins=parse_pins(getattr(args, "pin", [])),
-                   placement=getattr(args, "placement", "first"))
+                   placement=getattr(args, "placement", "first"), host=getattr(args, "host", None))
 
 
 def parse_pins(items: list[str]) -> dict[str, str]:
@@ -254,6 +257,9 @@ def run_compiled(args: argparse.Namespace) -> int:
         if getattr(args, "input_shape", None):
             raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
                              f"were fixed when it was compiled; recompile the model to change them")
+        if getattr(args, "host", None):
+            raise InputError(f"--host: {path} is a compiled module, whose CPU regions were "
+                             f"placed when it was compiled; recompile the model to change that")
         if getattr(args, "pin", None) or getattr(args, "placement", "first") != "first":
             raise InputError(f"--pin/--placement: {path} is a compiled module, whose nodes were "
                              f"placed when it was compiled; recompile the model to change that")

@@ -2,7 +2,7 @@
 
 ONNX writes quantisation as QuantizeLinear / DequantizeLinear pairs around float ops (QDQ) or
 as QLinearConv. `convert_quantized(graph, scales=...)` rewrites those patterns into integer
-ops in one of two number formats; the pattern matching is shared, only the nodes built for a
+ops in one of three number formats; the pattern matching is shared, only the nodes built for a
 requantisation, a quantise / dequantise and an add differ by format.
 
 scales="pow2" (shifts only; every scale a power of two, every zero point 0): these are exactly
@@ -34,8 +34,15 @@ bit). Hardware requantisation rounds half up (add then shift); `rounding="half_u
 that form instead, which differs from the file's semantics by one LSB exactly on ties.
 Documented in docs/quantization.md.
 
-Non-zero zero points (asymmetric or uint8 quantisation) are an error naming the node in both
-formats: retarget's integer ops are symmetric.
+Non-zero zero points (asymmetric or uint8 quantisation) are an error naming the node in
+these two formats: their integer ops are symmetric.
+
+scales="onnxruntime" (any scale, u8 / s8 activations with any zero point, as onnxruntime's
+quantize_static writes them): the groups onnxruntime fuses into QLinearConv, QGemm,
+QLinearAdd and QLinearGlobalAveragePool become the integer op on x - z_x plus RequantizeOrt,
+QLinearAddOrt, GlobalAveragePoolOrt (ops/quantized_ort.py), computing exactly what
+onnxruntime's x86 kernels compute; the groups it leaves float (some in s8 models) stay float.
+docs/quantization.md, "onnxruntime's own arithmetic".
 """
 from __future__ import annotations
 
@@ -55,7 +62,7 @@ from ..passes.infer_shapes import infer_shapes
 from .ort_check import ort_integer_arithmetic
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv")
-SCALES = ("pow2", "multiplier")
+SCALES = ("pow2", "multiplier", "onnxruntime")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +72,8 @@ class _Scale:
     frac: int | np.ndarray | None
     axis: int
     value: float | np.ndarray = 0.0
+    zero_point: int = 0          # per-tensor zero point (the onnxruntime format only)
+    dtype: str = "int8"          # the quantised type
 
     @property
     def per_axis(self) -> bool:
@@ -111,27 +120,40 @@ def _scale(node: Node, scale: Value, zp: Value | None, allowed=("int8",),
            scales: str = "pow2") -> _Scale:
     if not scale.is_const:
         raise UnsupportedOpError(f"{node_context(node)}: scale {scale.name!r} must be a constant")
-    _check_zero_point(node, zp, allowed)
+    zero_point, dtype = 0, "int8"
+    if scales == "onnxruntime" and zp is not None:
+        # any zero point (asymmetric u8 / s8); per-axis zero points only where they are 0
+        if not zp.is_const or zp.const.dtype.name not in allowed or (
+                zp.const.size > 1 and np.any(zp.const != 0)):
+            raise UnsupportedOpError(f"{node_context(node)}: zero point {zp.name!r} must be a "
+                                     f"constant {'/'.join(allowed)}, per tensor unless 0")
+        zero_point, dtype = int(zp.const.reshape(-1)[0]), zp.const.dtype.name
+    else:
+        _check_zero_point(node, zp, allowed)
     frac = _frac_of(node, scale.const) if scales == "pow2" else None
-    return _Scale(frac, int(node.attrs.get("axis", 1)), _value_of(node, scale.const))
+    return _Scale(frac, int(node.attrs.get("axis", 1)), _value_of(node, scale.const),
+                  zero_point, dtype)
 
 
 def convert_quantized(graph: Graph, *, rounding: str = "half_even", scales: str = "pow2") -> Graph:
     """Rewrite QDQ / QLinearConv nodes into retarget's integer ops: with `scales="pow2"`
-    (power-of-two scales; shifts) or `scales="multiplier"` (any scale; multiply and shift).
+    (power-of-two scales; shifts), `scales="multiplier"` (any scale; multiply and shift) or
+    `scales="onnxruntime"` (onnxruntime's fused integer arithmetic, zero points included).
 
     Run it on the imported graph before constant folding (folding would turn the weights'
     DequantizeLinear into float constants and lose their integer form). Raises
-    UnsupportedOpError naming the node for zero points that are not 0 and, with "pow2", for
-    scales that are not powers of two."""
+    UnsupportedOpError naming the node for zero points that are not 0 (except with
+    "onnxruntime") and, with "pow2", for scales that are not powers of two."""
     if rounding not in ROUNDINGS:
         raise InputError(f"rounding={rounding!r}; known: {', '.join(ROUNDINGS)}")
     if scales not in SCALES:
         raise InputError(f"scales={scales!r}; known: {', '.join(SCALES)}")
     g = graph.copy()
+    lone = _lone_qdq_pairs(g)
     _sink_dequantize(g)
     g = infer_shapes(g)
-    conv = (_Pow2Converter if scales == "pow2" else _MultiplierConverter)(g, rounding)
+    conv = {"pow2": _Pow2Converter, "multiplier": _MultiplierConverter,
+            "onnxruntime": _OrtConverter}[scales](g, rounding, lone)
     for node in g.nodes:
         if node.op in QDQ_OPS:
             conv.validate(node)
@@ -147,6 +169,37 @@ SINKABLE = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity
             "Relu", "GlobalMaxPool"}
 
 
+def _lone_qdq_pairs(g: Graph) -> frozenset[str]:
+    """Names of the QuantizeLinear outputs read by exactly one node, a DequantizeLinear with
+    the same zero point that itself feeds exactly one node or graph output: the
+    pairs onnxruntime's QDQS8ToU8Transformer turns from s8 into u8 before it fuses
+    (qdq_s8_to_u8.cc: a Q with one output edge, to a DQ; that a DQ read by two ops counts as
+    two edges is inferred, an earlier pass, EnsureUniqueDQForNodeUnit, copying shared DQs,
+    and matches onnxruntime's optimised graphs of the test models). That decides which s8
+    groups it runs as integer kernels."""
+    consumers, outputs = g.consumers(), {id(v) for v in g.outputs}
+    lone = set()
+    for n in g.nodes:
+        if n.op != "QuantizeLinear" or id(n.outputs[0]) in outputs:
+            continue
+        uses = consumers.get(n.outputs[0], [])
+        if len(uses) != 1 or uses[0].op != "DequantizeLinear":
+            continue
+        dq_out = uses[0].outputs[0]
+        if len(consumers.get(dq_out, [])) + (id(dq_out) in outputs) != 1:
+            continue
+        zq, zd = n.input(2), uses[0].input(2)
+        if zq is not None and zd is not None and zq.is_const and zd.is_const and \
+                zq.const.size == 1 and np.array_equal(zq.const, zd.const):
+            lone.add(n.outputs[0].name)
+    return frozenset(lone)
+
+
+def _zero_point_is_zero(dq: Node) -> bool:
+    zp = dq.input(2)
+    return zp is None or (zp.is_const and not np.any(zp.const))
+
+
 def _sink_dequantize(g: Graph) -> None:
     """Move activation DequantizeLinear nodes past SINKABLE ops (in place), so a Conv / Gemm /
     MatMul sees DQ directly on its input even when a Flatten or MaxPool sits between."""
@@ -159,6 +212,7 @@ def _sink_dequantize(g: Graph) -> None:
         if (node.op not in SINKABLE or dq is None or dq.op != "DequantizeLinear"
                 or dq.inputs[0].is_const or not dq.inputs[1].is_const
                 or dq.inputs[1].const.size != 1
+                or (node.op == "Relu" and not _zero_point_is_zero(dq))
                 or any(consumers.get(v) for v in node.outputs[1:])):
             continue
         y = node.outputs[0]
@@ -179,9 +233,12 @@ class _Converter:
     (`_requantize`), the element-wise add (`_add_node`), and says which biases fit
     (`_bias_fits`)."""
     scales = ""
+    dtypes = ("int8",)          # the activation types the format takes
+    add_dtypes = ("int8",)      # the operand types of the integer add
 
-    def __init__(self, g: Graph, rounding: str):
+    def __init__(self, g: Graph, rounding: str, lone_pairs: frozenset[str] = frozenset()):
         self.g, self.rounding = g, rounding
+        self.lone_pairs = lone_pairs          # see _lone_qdq_pairs
         self.producers = g.producers()
         self.consumers = g.consumers()
         self.outputs = {id(v) for v in g.outputs}
@@ -189,8 +246,8 @@ class _Converter:
         self.nodes: list[Node] = []
         self.absorbed: set[int] = set()
 
-    def _scale(self, node: Node, scale: Value, zp: Value | None, allowed=("int8",)) -> _Scale:
-        return _scale(node, scale, zp, allowed, self.scales)
+    def _scale(self, node: Node, scale: Value, zp: Value | None, allowed=None) -> _Scale:
+        return _scale(node, scale, zp, self.dtypes if allowed is None else allowed, self.scales)
 
     def validate(self, node: Node) -> None:
         if node.op == "QLinearConv":
@@ -199,10 +256,11 @@ class _Converter:
             self._scale(node, node.inputs[6], node.inputs[7])
             return
         x = node.inputs[0]
-        allowed = ("int8", "int32") if node.op == "DequantizeLinear" else ("int8",)
+        allowed = self.dtypes + ("int32",) if node.op == "DequantizeLinear" else self.dtypes
         if node.op == "DequantizeLinear" and x.type is not None and x.type.dtype not in allowed:
             raise UnsupportedOpError(f"{node_context(node)}: input is {x.type.dtype}; retarget's "
-                                     f"integer path takes int8 (and int32 biases)")
+                                     f"integer path takes {'/'.join(self.dtypes)} (and int32 "
+                                     f"biases)")
         self.scales_of[id(node)] = self._scale(node, node.inputs[1], node.input(2), allowed)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -228,6 +286,8 @@ class _Converter:
             if node.op in ACCUMULATING_OPS and self._linear(node):
                 continue
             if node.op == "Add" and self._add(node):
+                continue
+            if node.op == "GlobalAveragePool" and self._global_average_pool(node):
                 continue
             if node.op == "QLinearConv":
                 self._qlinear_conv(node)
@@ -261,15 +321,16 @@ class _Converter:
             return False
         xq, wq = self._dq(node.inputs[0], const=False), self._dq(node.input(1), const=True)
         out = self._output_q(node.outputs[0])
-        if xq is None or wq is None or out is None or xq[1].per_axis:
+        if xq is None or wq is None or out is None or xq[1].per_axis or \
+                not self._fused(xq[0], out[1]):
             return False
         (_, sx), (wnode, sw) = xq, wq
         w_int = wnode.inputs[0].const
         ch_axis = 0 if node.op == "Conv" or (node.op == "Gemm" and node.attrs.get("transB", 0)) \
             else w_int.ndim - 1
-        if sw.per_axis and sw.axis % w_int.ndim != ch_axis:
+        if (sw.per_axis and sw.axis % w_int.ndim != ch_axis) or sw.zero_point != 0:
             return False
-        inputs = [xq[0].inputs[0], wnode.inputs[0]]
+        inputs = [self._accumulator_input(node, xq[0].inputs[0], sx), wnode.inputs[0]]
         b = node.input(2)
         if b is not None:
             bq = self._dq(b, const=True)
@@ -291,9 +352,12 @@ class _Converter:
         sx, sw, sy = (self._scale(node, s, z) for s, z in ((xs, xzp), (ws, wzp), (ys, yzp)))
         if not w.is_const:
             raise UnsupportedOpError(f"{node_context(node)}: weights must be constant")
+        if sw.zero_point != 0:
+            raise UnsupportedOpError(f"{node_context(node)}: weight zero point {sw.zero_point} "
+                                     f"(only symmetric weights are supported)")
         acc = Value(f"{node.outputs[0].name}_acc")
-        self._emit("Conv", node.name, [x, w] + ([b] if b is not None else []), [acc],
-                   **node.attrs)
+        self._emit("Conv", node.name, [self._accumulator_input(node, x, sx), w] +
+                   ([b] if b is not None else []), [acc], **node.attrs)
         self._requantize(node, acc, sx, sw, sy, False, node.outputs[0], axis=1)
 
     def _add(self, node: Node) -> bool:
@@ -302,7 +366,7 @@ class _Converter:
         ops = [self._dq(v, const=False) for v in node.inputs[:2]]
         out = self._output_q(node.outputs[0])
         if out is None or any(o is None or o[1].per_axis or o[0].inputs[0].type is None
-                              or o[0].inputs[0].type.dtype != "int8" for o in ops):
+                              or o[0].inputs[0].type.dtype not in self.add_dtypes for o in ops):
             return False
         relu, q, sy = out
         if not self._add_node(node, [o[0].inputs[0] for o in ops], [o[1] for o in ops], sy,
@@ -310,6 +374,20 @@ class _Converter:
             return False
         self.absorbed.update(id(n) for n in (relu, q) if n is not None)
         return True
+
+    def _fused(self, dq: Node, q: Node) -> bool:
+        """Whether the group from activation DequantizeLinear `dq` to QuantizeLinear `q` runs
+        in integers in this format (all of them, except where a runtime leaves it float)."""
+        return True
+
+    def _accumulator_input(self, node: Node, x: Value, sx: _Scale) -> Value:
+        """The integer operand an accumulating op reads for activation x (x - z_x where the
+        format has zero points)."""
+        return x
+
+    def _global_average_pool(self, node: Node) -> bool:
+        """DQ(x) -> GlobalAveragePool -> Q, where the format has an integer form of it."""
+        return False
 
     # ---- what a format builds ------------------------------------------------------------------
     def _quantize(self, node: Node, s: _Scale) -> None:
@@ -448,11 +526,128 @@ class _MultiplierConverter(_Converter):
         return True
 
 
+class _OrtConverter(_MultiplierConverter):
+    """onnxruntime's fused integer arithmetic (ops/quantized_ort.py): u8 / s8 activations with
+    any zero point, the integer op on x - z_x plus RequantizeOrt (float32 scale, round half to
+    even), QLinearAddOrt for an add of two u8 activations, GlobalAveragePoolOrt, and a
+    DequantizeLinear -> QuantizeLinear pair with the same parameters dropped (onnxruntime
+    drops it around MaxPool, Reshape, ...). QuantizeLinear / DequantizeLinear at the float
+    boundaries keep ONNX semantics (what onnxruntime's MLAS kernels compute too).
+
+    Which groups run in integers is onnxruntime's choice, mirrored here: u8 groups always; an
+    s8 group only where onnxruntime first turns its input's and output's Q -> DQ pairs into
+    u8 (a QuantizeLinear read by one DequantizeLinear only, `_lone_qdq_pairs`), since its x86
+    build does not fuse s8 activations (ConvNodeGroupSelector: int8 needs `int8_allowed`).
+    The other s8 groups stay float here as there (DequantizeLinear, float op,
+    QuantizeLinear): a float Add is exact to reproduce, a float Conv / Gemm is not (see
+    docs/quantization.md)."""
+    scales = "onnxruntime"
+    dtypes = ("int8", "uint8")
+    add_dtypes = ("int8", "uint8")
+
+    def __init__(self, g: Graph, rounding: str, lone_pairs: frozenset[str] = frozenset()):
+        super().__init__(g, rounding, lone_pairs)
+        self.centred: dict[int, Value] = {}     # id(x) -> x - z_x, one for all ops reading x
+
+    def _kernel_type(self, v: Value, s: _Scale) -> str:
+        """The type onnxruntime's kernels see for activation v (the input of an activation
+        DequantizeLinear): u8 for u8, and for s8 where its Q -> DQ pair is turned into u8."""
+        if s.dtype == "uint8":
+            return "uint8"
+        while v.name not in self.lone_pairs:       # back through ops DQ was moved past
+            p = self.producers.get(v)
+            if p is None or p.op not in SINKABLE:
+                return "int8"
+            v = p.inputs[0]
+        return "uint8"
+
+    def _output_type(self, y: Value, s: _Scale) -> str:
+        return "uint8" if s.dtype == "uint8" or y.name in self.lone_pairs else "int8"
+
+    def _fused(self, dq, q):
+        return self._kernel_type(dq.inputs[0], self.scales_of[id(dq)]) == "uint8" == \
+            self._output_type(q.outputs[0], self.scales_of[id(q)])
+
+    def _accumulator_input(self, node, x, sx):
+        if sx.zero_point == 0:
+            return x
+        if id(x) in self.centred:
+            return self.centred[id(x)]
+        wide = Value(self.g.unique_name(f"{x.name}_i32"))
+        self._emit("Cast", self.g.unique_name(f"{node.name}/int32"), [x], [wide], to=6)
+        shifted = Value(self.g.unique_name(f"{x.name}_centred"))
+        zp = constant(self.g.unique_name(f"{node.name}.x_zero_point"), np.int32(sx.zero_point))
+        self._emit("Sub", self.g.unique_name(f"{node.name}/x_zero_point"), [wide, zp],
+                   [shifted])
+        self.centred[id(x)] = shifted
+        return shifted
+
+    def _quantize(self, node, s):
+        dq = self.producers.get(node.inputs[0])
+        if dq is not None and dq.op == "DequantizeLinear" and not dq.inputs[0].is_const:
+            sd = self.scales_of[id(dq)]
+            if (not s.per_axis and not sd.per_axis and sd.value == s.value
+                    and (sd.zero_point, sd.dtype) == (s.zero_point, s.dtype)):
+                self._emit("Identity", node.name, [dq.inputs[0]], node.outputs)
+                return
+        self.nodes.append(node)
+
+    def _requantize(self, node, acc, sx, sw, sy, relu, y, axis):
+        from ..ops.quantized_ort import ort_requant_scale
+        scale = ort_requant_scale(sx.value, sw.value, sy.value)
+        info = np.iinfo(sy.dtype)
+        # Relu before the QuantizeLinear: clamp at the zero point (onnxruntime removes the
+        # Relu when that is the type's minimum, the form its quantiser writes)
+        attrs = dict(zero_point=sy.zero_point, lo=max(info.min, sy.zero_point) if relu
+                     else int(info.min), hi=int(info.max), dtype=sy.dtype)
+        name = f"{node.name}/requant"
+        if np.ndim(scale) == 0 or np.size(scale) == 1:
+            self._emit("RequantizeOrt", name, [acc], [y], scale=float(np.reshape(scale, -1)[0]),
+                       **attrs)
+        else:
+            scales = constant(f"{node.name}.scales", np.asarray(scale, np.float32))
+            self._emit("RequantizeOrt", name, [acc, scales], [y], axis=axis, **attrs)
+
+    def _add_node(self, node, xs, ss, sy, relu, y):
+        info = np.iinfo(sy.dtype)
+        shapes = [v.type.shape if v.type is not None else None for v in xs]
+        if (relu and sy.zero_point != info.min) or None in shapes or \
+                {ss[0].dtype, ss[1].dtype} != {sy.dtype} or (
+                shapes[0] != shapes[1] and 1 not in (int(np.prod(shapes[0])),
+                                                     int(np.prod(shapes[1])))):
+            return False     # onnxruntime's QLinearAdd has no clamp and no general broadcast
+        if {self._kernel_type(x, s) for x, s in zip(xs, ss)} | {self._output_type(y, sy)} != \
+                {"uint8"}:
+            return False     # onnxruntime keeps it float (see the class docstring)
+        self._emit("QLinearAddOrt", node.name, xs, [y], a_scale=float(ss[0].value),
+                   a_zero_point=ss[0].zero_point, b_scale=float(ss[1].value),
+                   b_zero_point=ss[1].zero_point, scale=float(sy.value),
+                   zero_point=sy.zero_point, dtype=sy.dtype, kernel="uint8")
+        return True
+
+    def _global_average_pool(self, node):
+        from ..ops.quantized_ort import global_average_pool_scale
+        xq = self._dq(node.inputs[0], const=False)
+        out = self._output_q(node.outputs[0])
+        if xq is None or out is None or out[0] is not None or xq[1].per_axis or \
+                not self._fused(xq[0], out[1]):
+            return False
+        x, sx, (_, q, sy) = xq[0].inputs[0], xq[1], out
+        if x.type is None or x.type.rank < 3 or sx.dtype != sy.dtype:
+            return False
+        count = int(np.prod(x.type.shape[2:]))
+        self._emit("GlobalAveragePoolOrt", node.name, [x], q.outputs,
+                   scale=float(global_average_pool_scale(sx.value, sy.value, count)),
+                   input_zero_point=sx.zero_point, zero_point=sy.zero_point, dtype=sy.dtype)
+        self.absorbed.add(id(q))
+        return True
+
+
 def load_quantized(model, input_shapes=None, *, rounding: str = "half_even",
                    simplify: bool = True, scales: str = "pow2") -> Graph:
     """Read a QDQ / QLinearConv ONNX model (path or ModelProto) into an integer Graph:
-    import without folding, convert_quantized (`scales`: "pow2" or "multiplier"), then
-    simplify."""
+    import without folding, convert_quantized (`scales`: "pow2", "multiplier" or
+    "onnxruntime"), then simplify."""
     from ..ir.verify import verify
     from .onnx import from_onnx_model, read_onnx
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
@@ -484,8 +679,13 @@ class QdqError:
     step: float | None
     note: str = ""          # why part of the error may be the runtime's (see OrtIntegerArithmetic)
 
+    @property
+    def max_lsb(self) -> int | None:
+        """The largest difference in output LSBs (None for a float output)."""
+        return None if self.step is None else int(round(self.max_error))
+
     def __str__(self) -> str:
-        unit = "steps" if self.step is not None else "(absolute)"
+        unit = "LSB (output steps)" if self.step is not None else "(absolute)"
         return (f"{self.name}: max |error| {self.max_error:.3g} {unit}, mean "
                 f"{self.mean_error:.3g}, {100 * self.mismatch:.3g} % of {self.elements} "
                 f"elements differ")
@@ -588,12 +788,27 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
     return out
 
 
-def format_qdq_error(errors: Mapping[str, QdqError], against: str = "onnxruntime") -> str:
-    """The errors of `qdq_error(..., against)`, one line each, and a last line with the note
-    where onnxruntime's integer kernels are not exact for this model on this CPU (part of the
-    error is then onnxruntime's)."""
+def float_accumulations(graph: Graph) -> list[str]:
+    """The Conv / Gemm / MatMul nodes of a converted graph that still compute in float (for
+    scales="onnxruntime": the groups onnxruntime itself leaves float)."""
+    return [n.name for n in graph.nodes if n.op in ACCUMULATING_OPS and n.inputs[0].type
+            is not None and np.dtype(n.inputs[0].type.dtype).kind == "f"]
+
+
+def format_qdq_error(errors: Mapping[str, QdqError], against: str = "onnxruntime",
+                     graph: Graph | None = None) -> str:
+    """The errors of `qdq_error(..., against)`, one line each. Where onnxruntime's integer
+    kernels are not exact for this model on this CPU (QdqError.note), a note says so: part of
+    the error is then onnxruntime's. With the converted `graph`, a note names its float
+    convolutions: float sums round differently in onnxruntime and here."""
     head = ("error against the file's ONNX semantics on the reference executor:"
             if against == "reference" else "error against onnxruntime's result on the same file:")
     notes = sorted({e.note for e in errors.values() if e.note})
+    floats = [] if graph is None or against == "reference" else float_accumulations(graph)
     return "\n".join([head] + [f"  {e}" for e in errors.values()] +
-                     [f"  note: {n}" for n in notes])
+                     [f"  note: {n}" for n in notes] +
+                     ([f"  note: {len(floats)} Conv / Gemm / MatMul run in float32 (as "
+                       f"onnxruntime runs them; it sums in another order, so a value near a "
+                       f"rounding tie of the next QuantizeLinear can differ by one LSB, and "
+                       f"that propagates): {', '.join(floats[:4])}"
+                       f"{', ...' if len(floats) > 4 else ''}"] if floats else []))

@@ -76,6 +76,7 @@ class PlacementReport:
     # them device -> host -> device (part of bytes_crossing)
     bytes_between_devices: int = 0
     choice: str = "first"       # how a node's device was chosen: "first" or "cheapest"
+    host: str = "reference"     # what runs the CPU regions: the NumPy reference or "c"
 
     def on(self, placement: str) -> list[NodePlacement]:
         return [n for n in self.nodes if n.placement == placement]
@@ -105,6 +106,8 @@ class PlacementReport:
              "fusion": self.fusion, "fused": [g.to_dict() for g in self.fused]}
         if self.several_devices:   # only then: a one-device report (and artifact) is unchanged
             d.update(bytes_between_devices=self.bytes_between_devices, choice=self.choice)
+        if self.host != "reference":     # likewise: a reference-host report is unchanged
+            d["host"] = self.host
         return d
 
     def table(self) -> str:
@@ -132,6 +135,8 @@ class PlacementReport:
                          f"MACs ({100 * s['macs_on_target'] / total:.1f}%) in {s['regions']} "
                          f"region(s); cpu: {s['nodes_on_cpu']} nodes, {s['macs_on_cpu']} MACs; "
                          f"{s['bytes_crossing']} bytes cross host<->device per run")
+        if self.host != "reference":
+            lines.append(self.host_line())
         if self.fused:
             lines += ["", f"fused groups (fusion={self.fusion}; cycles: the cycle model, fused "
                           f"vs the same layers one by one):"]
@@ -142,6 +147,15 @@ class PlacementReport:
         elif self.fusion != "none":
             lines.append(f"fusion={self.fusion}: no group was worth fusing")
         return "\n".join(lines)
+
+    def host_line(self) -> str:
+        """What runs the CPU nodes: the NumPy reference, or generated C (and how many)."""
+        cpu = self.on(CPU)
+        if self.host == "reference":
+            return f"host: the NumPy reference runs the {len(cpu)} cpu node(s)"
+        as_c = sum(1 for n in cpu if n.reason.endswith(f"host {self.host}: generated C"))
+        return (f"host: {self.host} runs {as_c} of the {len(cpu)} cpu node(s) as generated C, "
+                f"the NumPy reference the other {len(cpu) - as_c}")
 
     def __str__(self) -> str:
         return self.table()

@@ -8,7 +8,8 @@ Layout
                             types, attributes; constants in graph.npz
     DIR/weights.npz         the arrays kernels store (keyed "<region>/<name>"); kernels may also
                             refer to graph constants by value name without copying them
-    DIR/kernels/<region>/   each kernel's own files (e.g. an instruction binary)
+    DIR/kernels/<region>/   each kernel's own files (e.g. an instruction binary); with a C host
+                            (manifest "host": the c target), CPU regions compiled as C too
 
 Only JSON and .npz (allow_pickle=False) are read. Kernels are rebuilt by the *registered*
 target's `load_kernel`, which maps the recorded kernel kind to a class it already has; nothing
@@ -37,6 +38,7 @@ import numpy as np
 from ..errors import ModelLoadError, RetargetError, TargetError
 from ..ir.serialize import ARRAY_FILE_ERRORS, load_graph, read_versioned_json, save_graph
 from ..ir.verify import verify as verify_graph
+from ..passes.host import HostCode
 from ..passes.partition import FusedGroup, NodePlacement, PlacementReport
 from ..targets.base import Region, Target
 from ..targets.registry import target_class, target_names
@@ -64,10 +66,12 @@ def save_module(module, directory: str | Path) -> Path:
         entry: dict[str, Any] = {"name": r.name, "target": r.target, "nodes": r.node_names,
                                  "inputs": [v.name for v in r.inputs],
                                  "outputs": [v.name for v in r.outputs], "macs": r.macs}
-        if r.target != "cpu":
+        kernel = (module.kernels[r.name] if r.target != "cpu" else
+                  None if module.host is None else module.host.kernels.get(r.name))
+        if kernel is not None:
             kdir = out / "kernels" / r.name
             kdir.mkdir(parents=True, exist_ok=True)
-            entry["kernel"] = module.kernels[r.name].save(kdir, weights)
+            entry["kernel"] = kernel.save(kdir, weights)
         regions.append(entry)
     t = module.target
     manifest = {"format": FORMAT, "version": VERSION,
@@ -76,6 +80,9 @@ def save_module(module, directory: str | Path) -> Path:
     if len(module.targets) > 1:   # several devices: each one's target as "target" records it
         manifest["devices"] = [{"name": d.name, "preset": d.preset_name,
                                 "config": d.config_dict()} for d in module.targets.values()]
+    if module.host is not None:    # the c target that built the CPU regions' code
+        h = module.host.target
+        manifest["host"] = {"name": h.name, "preset": h.preset_name, "config": h.program_config()}
     for name, a in consts.items():
         if weights[name] is not a:
             raise RetargetError(f"a kernel replaced graph constant {name!r} in the weight store; "
@@ -149,6 +156,7 @@ def load_module(directory: str | Path, verify: bool = True,
                 if k in target_class(d["name"]).host_fields}
         targets[d["name"]], more = _target(src, d["name"], d.get("preset"), d["config"], host)
         notes += more
+    host = _host(src, manifest)
     graph = load_graph(src / _plain_name(manifest["graph"]), allowed_arrays=manifest["files"])
     try:
         verify_graph(graph)
@@ -159,9 +167,9 @@ def load_module(directory: str | Path, verify: bool = True,
     regions = _build_regions(src, graph, manifest["regions"])
     kernels = {}
     for e, r in zip(manifest["regions"], regions):
-        if r.target == "cpu":
+        if r.target == "cpu" and (host is None or "kernel" not in e):
             continue
-        if r.target not in targets:
+        if r.target not in targets and r.target != "cpu":
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} is for target "
                                  f"{r.target!r}, the module's targets are {sorted(targets)}")
         if not isinstance(e.get("kernel"), dict):
@@ -171,7 +179,10 @@ def load_module(directory: str | Path, verify: bool = True,
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel files "
                                  f"(kernels/{r.name}/ is not in the artifact)")
         try:
-            kernels[r.name] = targets[r.target].load_kernel(kdir, e["kernel"], weights)
+            if r.target == "cpu":
+                host.kernels[r.name] = host.target.load_kernel(kdir, e["kernel"], weights)
+            else:
+                kernels[r.name] = targets[r.target].load_kernel(kdir, e["kernel"], weights)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
                 RecursionError, OSError) as err:
             # Everything in an artifact is input: a kernel loader that trips over a damaged
@@ -187,11 +198,13 @@ def load_module(directory: str | Path, verify: bool = True,
                                  int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]),
                                  str(rep.get("fusion", "none")), fused,
                                  int(rep.get("bytes_between_devices", 0)),
-                                 str(rep.get("choice", "first")))
+                                 str(rep.get("choice", "first")),
+                                 host=str(rep.get("host", "reference")))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
                              f"({type(e).__name__}: {e})") from None
-    return Module(graph, target, regions, kernels, report, targets=targets, notes=notes)
+    return Module(graph, target, regions, kernels, report, targets=targets, notes=notes,
+                  host=host)
 
 
 def _target(src: Path, name: str, preset: str | None, recorded: dict,
@@ -225,6 +238,19 @@ def _target(src: Path, name: str, preset: str | None, recorded: dict,
                          f"{k}={used!r} (from the target's default"
                          f"{', ' + var if var else ''} or --config {k}=...)")
     return target, notes
+
+
+def _host(src: Path, m: dict) -> HostCode | None:
+    """The optional "host" entry: the c target that built the CPU regions' code (checked as
+    "target" is; its host fields, the compiler among them, from the environment)."""
+    h = m.get("host")
+    if h is None:
+        return None
+    _check_manifest(src, {**m, "target": h})
+    if h["name"] != "c":
+        raise _fail(src, f"host {h['name']!r}: CPU regions run as C (host c) or on the "
+                         f"reference (no host entry)")
+    return HostCode(_target(src, h["name"], h.get("preset"), h["config"], {})[0])
 
 
 def _devices(src: Path, m: dict) -> list[dict]:

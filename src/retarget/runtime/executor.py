@@ -1,8 +1,10 @@
 """The executor: runs a partitioned Module region by region.
 
-CPU regions run node by node on the reference executor (`run_node`); offloaded regions run
-their kernel on their device (one per target of the module). Tensors are copied host->device
-only when a device region reads a value that is not in its device's memory, and device->host
+CPU regions run node by node on the reference executor (`run_node`), or, for a module compiled
+with a C host (passes/host.py), as their generated C library on a host LibraryDevice of their
+own; offloaded regions run their kernel on their device (one per target of the module).
+Tensors are copied host->device only when a device region reads a value that is not in its
+device's memory, and device->host
 only when the host reads a device value (a CPU region or a graph output) or another device
 does; values passed from one region to the next on the same device stay in device memory.
 A value moves between two devices as TensorFlow's copy wrappers move it ("Retargeting
@@ -58,6 +60,11 @@ class Executor:
         self.profile: list[RegionProfile] = []   # the last finished run's
         cfg = module.target.config
         self.fast = bool(getattr(cfg, "fast", True)) if module.target.name == CPU else True
+        self.host_device = None     # runs the CPU regions compiled as C (module.host)
+        if module.host is not None and module.host.kernels:
+            self.host_device = module.host.target.make_device()
+            for kernel in module.host.kernels.values():
+                kernel.upload(self.host_device)
         for r in module.offloaded:
             if r.target not in self.devices:
                 given = device if r.target == module.target.name else None
@@ -135,11 +142,44 @@ class Executor:
                     self.devices[name].free(ptr)
 
     def _run_cpu(self, region, host) -> RegionProfile:
+        kernel = None if self.host_device is None else self.module.host.kernels.get(region.name)
+        if kernel is not None:
+            return self._run_host_c(region, kernel, host)
         for node in region.nodes:
             args = [None if v is None else host[v] for v in node.inputs]
             for v, a in zip(node.outputs, run_node(node, args, fast=self.fast)):
                 host[v] = a
         return RegionProfile(region.name, CPU, len(region.nodes), 0.0)
+
+    def _run_host_c(self, region, kernel, host) -> RegionProfile:
+        """A CPU region as its C library: its inputs copied into the host device's memory,
+        one model_run, its outputs copied back (the device memory is host memory; the copies
+        are what keeps the library inside buffers of the sizes it was built for)."""
+        device = self.host_device
+        prof = RegionProfile(region.name, CPU, len(region.nodes), 0.0)
+        with device.lock:
+            ptrs: list[int] = []
+            try:
+                for v in region.inputs:
+                    a = np.ascontiguousarray(host[v])
+                    if v.type is None or a.dtype != np.dtype(v.type.dtype) or a.nbytes != v.type.nbytes:
+                        raise TargetError(f"region {region.name!r} (host C): input {v.name!r} "
+                                          f"is {a.dtype}{list(a.shape)}, its code was built for "
+                                          f"{v.type}")
+                    ptrs.append(device.malloc(max(a.nbytes, 1)))
+                    device.copy_to_device(ptrs[-1], a)
+                outs = [device.malloc(max(v.type.nbytes, 1)) for v in region.outputs]
+                ptrs += outs
+                records = kernel.run(device, ptrs[:len(region.inputs)], outs)
+                for v, p in zip(region.outputs, outs):
+                    host[v] = device.copy_from_device(p, v.type.shape, v.type.dtype)
+            except RetargetError as e:
+                raise type(e)(f"region {region.name!r} on the host (C): {e}") from None
+            finally:
+                for p in ptrs:
+                    device.free(p)
+        prof.tasks = len(records)
+        return prof
 
     def _run_device(self, region, host, dev) -> RegionProfile:
         device = self.devices[region.target]
@@ -191,6 +231,10 @@ class Executor:
             del host[v]
 
     def close(self) -> None:
+        if self.host_device is not None:
+            for kernel in self.module.host.kernels.values():
+                kernel.release(self.host_device)
+            self.host_device = None
         for r in self.module.offloaded:
             device = self.devices.get(r.target)
             if device is not None:

@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from ..ir.graph import Graph
+from ..passes.host import HostCode
 from ..passes.partition import PlacementReport
 from ..targets.base import Kernel, Region, Target
 
@@ -34,6 +35,7 @@ class Module:
     targets: dict[str, Target] = field(default_factory=dict)
     # What loading it decided that a user should know (e.g. artifact fields it ignored)
     notes: list[str] = field(default_factory=list)
+    host: HostCode | None = None     # CPU regions compiled as C (None: the NumPy reference)
     _executor: object | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

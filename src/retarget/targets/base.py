@@ -67,7 +67,8 @@ class NumberFormat:
         requantisation by shifts (ops/quantized.py; docs/quantization.md); "int8-mul-shift"
         is int8 at any scale, requantised by an integer multiplier and a right shift
         (RequantizeMul, QAddMul: NVDLA's output converter); "int8-tflite" is TFLite's
-        arithmetic (RequantizeQ31, QAddQ31, ...: ops/quantized_tflite.py);
+        arithmetic (RequantizeQ31, QAddQ31, ...: ops/quantized_tflite.py); "int8-ort" is
+        onnxruntime's (RequantizeOrt, QLinearAddOrt, ...: ops/quantized_ort.py);
     per_channel: whether weight scales may differ per output channel (False when the hardware
         shifts a whole tensor by one immediate);
     rounding: how a pre-quantised (QDQ) model's requantisation is rounded on this hardware
@@ -78,8 +79,10 @@ class NumberFormat:
 
     @property
     def scales(self) -> str:
-        """How scales are applied: "pow2" (shifts only) or "multiplier" (multiply, shift)."""
-        return "multiplier" if self.name == "int8-mul-shift" else "pow2"
+        """How a QDQ model's scales are applied (convert_quantized's `scales`): "pow2" (shifts
+        only), "multiplier" (multiply, shift) or "onnxruntime" (float32, as onnxruntime)."""
+        return {"int8-mul-shift": "multiplier", "int8-ort": "onnxruntime"}.get(self.name,
+                                                                                "pow2")
 
 
 INT8_POW2 = NumberFormat()
@@ -89,7 +92,12 @@ INT8_MUL_SHIFT = NumberFormat("int8-mul-shift", per_channel=True)
 # int8 .tflite model imports into it as it is; quantising a float graph into it (TFLite's
 # converter) is not implemented.
 INT8_TFLITE = NumberFormat("int8-tflite", per_channel=True)
-NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name, INT8_TFLITE.name)
+# onnxruntime's CPU arithmetic on a QDQ model (ops/quantized_ort.py): u8 / s8 activations with
+# zero points, float32 requantisation rounded half to even. A QDQ model converts into it
+# (load_quantized(..., scales="onnxruntime")); quantising a float graph into it is not
+# implemented (onnxruntime's quantize_static makes such models).
+INT8_ORT = NumberFormat("int8-ort", per_channel=True, rounding="half_even")
+NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name, INT8_TFLITE.name, INT8_ORT.name)
 
 
 @dataclass(slots=True, eq=False)
@@ -417,5 +425,6 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "INT8_TFLITE", "Kernel", "external_inputs", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
+__all__ = ["INT8_MUL_SHIFT", "INT8_ORT", "INT8_POW2", "INT8_TFLITE", "Kernel", "external_inputs",
+           "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
            "WeightStore"]

@@ -26,8 +26,9 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 # has them); "vector": the generic vector extensions; "portable": plain C99
 BUILDS = {"vector": "-O1 -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE",
           "native": "-O1 -march=native -std=c99"}
-# ONNX's own QuantizeLinear / DequantizeLinear (any float scale) and QLrn have no routine: the
-# multiplier flow's entry and exit (and AlexNet's LRN) stay on the CPU reference
+# ONNX's own QuantizeLinear / DequantizeLinear with per-axis scales and QLrn have no routine:
+# (AlexNet's LRN stays on the CPU reference; the multiplier flow's one-scale entry and exit run
+# on rt_quantize_linear / rt_dequantize_linear)
 ON_CPU_OK = {"QuantizeLinear", "DequantizeLinear", "QLrn"}
 
 
@@ -155,6 +156,6 @@ def test_generate_c_gives_the_int8_project_outside_a_module(tmp_path):
 def test_generate_c_names_the_nodes_it_cannot_run():
     from retarget.errors import TargetError
     from retarget.targets.c import generate_c
-    g = _quantized("alexnet", "multiplier")      # QuantizeLinear and QLrn have no routine
-    with pytest.raises(TargetError, match="cannot run as C.*QuantizeLinear"):
+    g = _quantized("alexnet", "multiplier")      # QLrn has no routine
+    with pytest.raises(TargetError, match="cannot run as C.*QLrn"):
         generate_c(g)

@@ -58,6 +58,9 @@ PRESETS = {
     # quick builds without host-specific instructions or vector extensions (the routines'
     # plain C99 fallback, targets/c/kernels/vec.h), e.g. for tests or a shared cache
     "portable": CConfig(cflags="-O2 -std=c99 -DRT_PORTABLE", openmp=False),
+    # one thread: the host of an accelerator graph (`--host c:serial`), whose small edge ops
+    # gain nothing from threads, and on a shared machine lose to OpenMP's barrier waits
+    "serial": CConfig(openmp=False),
 }
 
 __all__ = ["CConfig", "MODES", "PRESETS"]

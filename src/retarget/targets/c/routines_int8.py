@@ -15,6 +15,8 @@ ops/quantized.py and ops/nn.py, which the tests compare bit for bit on every zoo
 
 Per op, what the routine reproduces of the reference:
 - QuantizeP2: x * 2^f in double (exact), floor(v + 1/2) or rint, clip, to int8.
+- QuantizeLinear / DequantizeLinear (ONNX, one float32 scale and zero point, int8): rint of
+  the float32 quotient x / s plus the zero point, clipped / (x - zp) * s in float32.
 - DequantizeP2: int8 * 2^-f in double, rounded to float32.
 - Requantize / RequantizeMul: saturate(round_shift(x * m, s)) per channel or per tensor
   (Requantize: m = 1, s may be a left shift).
@@ -42,6 +44,7 @@ from .packing import DKB, IKB, AsInt32, DotPacking, IntBlockPacking
 INT8_FILES = ("int8.c", "int8_dot.c")
 # routine name -> number of pointer operands (the int8 routines of int8.c)
 INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32": 4,
+                 "rt_quantize_linear": 2, "rt_dequantize_linear": 2,
                  "rt_qadd_s8": 3, "rt_pad_s8": 2, "rt_pool_s8": 2, "rt_conv_s8": 6,
                  "rt_conv_s8_dot": 8, "rt_dwconv_s8": 6,
                  "rt_concat": -1}
@@ -171,6 +174,8 @@ def int8_support(node: Node) -> str | None:
         a = resolve_attrs(node)
         return None if _dtype(ins[0]) == "int8" and a["dtype"] == "float32" else \
             "only int8 -> float32"
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        return _linear_support(node)
     if op in ("QAdd", "QAddMul"):
         a = resolve_attrs(node)
         same = ins[0].type.shape == ins[1].type.shape == outs[0].type.shape
@@ -198,7 +203,31 @@ def int8_support(node: Node) -> str | None:
     return f"no int8 routine for {op}"
 
 
+def _linear_support(node: Node) -> str | None:
+    """ONNX QuantizeLinear (float32 -> int8) / DequantizeLinear (int8 -> float32) with one
+    constant float32 scale and, if any, one constant zero point."""
+    x, y = node.inputs[0], node.outputs[0]
+    scale, zp = node.input(1), node.input(2)
+    want = ("float32", "int8") if node.op == "QuantizeLinear" else ("int8", "float32")
+    if (_dtype(x), _dtype(y)) != want:
+        return f"only {want[0]} -> {want[1]}"
+    if scale is None or not scale.is_const or np.asarray(scale.const).size != 1 or \
+            np.asarray(scale.const).dtype != np.float32:
+        return "only one constant float32 scale"
+    if zp is not None and (not zp.is_const or np.asarray(zp.const).size != 1):
+        return "only one constant zero point"
+    return None
+
+
+def _linear_args(node: Node) -> tuple[int, float]:
+    """(zero point, scale) of a QuantizeLinear / DequantizeLinear _linear_support accepts."""
+    zp = node.input(2)
+    return (0 if zp is None else int(np.asarray(zp.const).reshape(-1)[0]),
+            float(np.asarray(node.inputs[1].const, np.float32).reshape(-1)[0]))
+
+
 INT8_OPS = frozenset({"Conv", "Gemm", "Requantize", "RequantizeMul", "QuantizeP2",
+                      "QuantizeLinear", "DequantizeLinear",
                       "DequantizeP2", "QAdd", "QAddMul", "MaxPool", "SumPool", "Pad", "Concat"})
 
 
@@ -214,11 +243,18 @@ def _signature(name: str, inputs: Sequence[Tensor], output: Tensor) -> Kernel:
 
 
 def _call(nodes: tuple[Node, ...], inputs: list[Tensor], out: Tensor, routine: str,
-          ints: Sequence[int], operands: Sequence[int] | None = None, relayouts=()) -> Fused:
+          ints: Sequence[int], operands: Sequence[int] | None = None, relayouts=(),
+          floats: Sequence[float] = ()) -> Fused:
     k = _signature(nodes[0].name, inputs, out)
     ops = tuple(range(len(k.params))) if operands is None else tuple(operands)
     return Fused(nodes, Scheduled(k, tuple(relayouts)),
-                 Routine(routine, ops, tuple(int(i) for i in ints)))
+                 Routine(routine, ops, tuple(int(i) for i in ints),
+                         tuple(float(f) for f in floats)))
+
+
+def _snake(op: str) -> str:
+    """QuantizeLinear -> quantize_linear."""
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in op).lstrip("_")
 
 
 def _stage_inputs(stage_node: Node | None, inputs: list[Tensor], relayouts: list
@@ -320,6 +356,10 @@ def _single_call(node: Node) -> Fused:
                       a["hi"]))
     if op == "DequantizeP2":
         return _call((node,), [_t(x)], _t(y), "rt_dequantize_p2", (x.type.numel, a["frac_bits"]))
+    if op in ("QuantizeLinear", "DequantizeLinear"):
+        zp, scale = _linear_args(node)
+        ints = (x.type.numel, zp, -128, 127) if op == "QuantizeLinear" else (x.type.numel, zp)
+        return _call((node,), [_t(x)], _t(y), "rt_" + _snake(op), ints, floats=(scale,))
     if op in ("Requantize", "RequantizeMul"):
         inputs, relayouts = [_t(x)], []
         mul, shift, stage = _stage_inputs(node, inputs, relayouts)
@@ -396,6 +436,10 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "float32", i[0]), (1, "int8", i[0])]
     if r.name == "rt_dequantize_p2":
         return [(0, "int8", i[0]), (1, "float32", i[0])]
+    if r.name == "rt_quantize_linear":
+        return [(0, "float32", i[0]), (1, "int8", i[0])]
+    if r.name == "rt_dequantize_linear":
+        return [(0, "int8", i[0]), (1, "float32", i[0])]
     if r.name == "rt_requantize_s32":
         n = i[0] * i[1] * i[2]
         return [(0, "int32", n), (1, "int32", i[1]), (2, "int32", i[1]), (3, "int8", n)]
@@ -445,6 +489,10 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
     raise ValueError(f"unknown routine {r.name!r}")
 
 
+# the routines with float arguments: (integer arguments, float arguments)
+_LINEAR_ARGS = {"rt_quantize_linear": (4, 1), "rt_dequantize_linear": (2, 1)}
+
+
 def check_int8(call: Call) -> None:
     """GraphError unless the call's int8 routine reads and writes exactly its kernel's
     tensors with the sizes its integer arguments say."""
@@ -459,6 +507,11 @@ def check_int8(call: Call) -> None:
             raise ValueError(f"operands {r.operands} do not name the kernel's tensors")
         if any(v < 1 for v in _sizes(r)):
             raise ValueError(f"sizes {r.ints} must be positive")
+        ints, floats = _LINEAR_ARGS.get(r.name, (len(r.ints), 0))
+        if len(r.ints) != ints or len(r.floats) != floats or \
+                not all(np.isfinite(f) for f in r.floats):
+            raise ValueError(f"{len(r.ints)} integer and {len(r.floats)} float arguments "
+                             f"{list(r.floats)}, expected {ints} and {floats} finite")
         for pos, dtype, count in _expected(r, params):
             o = r.operands[pos]
             if o < 0:
@@ -476,6 +529,7 @@ def _sizes(r: Routine) -> tuple[int, ...]:
     """The arguments of `r` that are sizes (must be positive)."""
     i = r.ints
     return {"rt_quantize_p2": i[:1], "rt_dequantize_p2": i[:1], "rt_requantize_s32": i[:3],
+            "rt_quantize_linear": i[:1], "rt_dequantize_linear": i[:1],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
             "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_dwconv_s8": i[:10],
             "rt_concat": i}.get(r.name, ())
@@ -493,7 +547,8 @@ def int8_call(call: Call, pointers: Sequence[str]) -> str:
             lines.append(f"rt_copy_rows({p}, {out}, {rows}, {b}, {stride}, {offset});")
             offset += b
         return " ".join(lines)
-    return f"{r.name}({', '.join(ptr + [str(v) for v in r.ints])});"
+    floats = [f"{float(v).hex()}" for v in r.floats]    # exact C99 hexadecimal literals
+    return f"{r.name}({', '.join(ptr + [str(v) for v in r.ints] + floats)});"
 
 
 __all__ = ["INT8_FILES", "INT8_OPS", "INT8_ROUTINES",

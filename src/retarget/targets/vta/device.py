@@ -49,6 +49,13 @@ def relocate(insns: list[Insn], cfg: VTAConfig, byte_offset: int) -> list[Insn]:
     return out
 
 
+def image_alignment(c: VTAConfig) -> int:
+    """Byte alignment of a program's DRAM image: every DRAM element size divides it, so
+    relocating by a multiple of it moves each LOAD / STORE by whole elements."""
+    return int(np.lcm.reduce([64, c.inp_elem_bytes, c.wgt_elem_bytes, c.acc_elem_bytes,
+                              c.out_elem_bytes, c.batch * c.block_out]))
+
+
 SIMULATOR_ENV = "RETARGET_VTA_SIM"
 SIMULATORS = ("auto", "c", "python")
 
@@ -98,12 +105,10 @@ class VTADevice(StreamDevice):
         return counters
 
     def image_alignment(self) -> int:
-        c = self.cfg
-        return int(np.lcm.reduce([64, c.inp_elem_bytes, c.wgt_elem_bytes, c.acc_elem_bytes,
-                                  c.out_elem_bytes, c.batch * c.block_out]))
+        return image_alignment(self.cfg)
 
     def relocate(self, program, base: int) -> bytes:
         return encode_stream(relocate(program.insns, self.cfg, base), layout_for(self.cfg))
 
 
-__all__ = ["LoadedProgram", "VTADevice", "relocate"]
+__all__ = ["LoadedProgram", "VTADevice", "image_alignment", "relocate"]

@@ -42,6 +42,27 @@ static void rt_dequantize_p2(const int8_t *restrict x, float *restrict y, ptrdif
     for (i = 0; i < n; i++) y[i] = (float)((double)x[i] * scale);
 }
 
+/* ONNX QuantizeLinear with one scale and zero point: y = saturate(rint(x / s) + zp), the
+   division in float32 as ONNX's (and the reference's) definition. */
+static void rt_quantize_linear(const float *restrict x, int8_t *restrict y, ptrdiff_t n,
+                               int zp, int lo, int hi, float s)
+{
+    ptrdiff_t i;
+    for (i = 0; i < n; i++) {
+        float q = x[i] / s;
+        double v = rint((double)q) + zp;
+        y[i] = (int8_t)(v < lo ? lo : v > hi ? hi : v);
+    }
+}
+
+/* ONNX DequantizeLinear with one scale and zero point: y = (float)(x - zp) * s in float32. */
+static void rt_dequantize_linear(const int8_t *restrict x, float *restrict y, ptrdiff_t n,
+                                 int zp, float s)
+{
+    ptrdiff_t i;
+    for (i = 0; i < n; i++) y[i] = (float)(x[i] - zp) * s;
+}
+
 /* Requantize / RequantizeMul of an int32 tensor viewed as [outer][C][inner], the channel
    axis in the middle: y = saturate(round_shift(x * m, s)), m and s per channel (arrays) or
    per tensor (m0, s0 where the arrays are NULL). */
