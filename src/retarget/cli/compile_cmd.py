@@ -9,7 +9,9 @@ e.g. examples/toy_accelerator.py; artifacts themselves never contain code).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -121,20 +123,41 @@ def run_compile(args: argparse.Namespace) -> int:
     check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
-    for kernel in module.kernels.values():
-        if kernel.summary():
-            print(kernel.summary())
-    _print_prequantized_error(args.model, module)
+    for name, kernel in module.kernels.items():
+        line = aside(args, f"the summary of region {name}", kernel.summary)
+        if line:
+            print(line)
+    aside(args, "the comparison with the quantised model",
+          lambda: _print_prequantized_error(args.model, module))
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
     if args.export_regions:
         module.export_regions(args.export_regions)
         print(f"wrote {args.export_regions}")
+    status = 0
     if wants_report(args):
         print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    return 0
+        done = aside(args, "the report", lambda: emit_report(
+            module, args, print_table=bool(getattr(args, "report", False))) or True)
+        status = 0 if done else 1   # asked for and not written: say so in the exit code
+    return status
+
+
+def aside(args: argparse.Namespace, what: str, report: Callable[[], Any]) -> Any:
+    """Run `report`, which describes a module that is already compiled (a summary line, a
+    cycle-model report): whatever goes wrong in it is a one-line warning, never the end of a
+    compile whose artifact is fine. Returns its result, or None when it failed (--debug:
+    the traceback instead)."""
+    try:
+        return report()
+    except Exception as e:   # noqa: BLE001 -- a report's bug must not lose the artifact
+        if getattr(args, "debug", False):
+            raise
+        first = (str(e).splitlines() or [""])[0]
+        print(f"warning: {what} failed ({type(e).__name__}: {first}); the compiled module "
+              f"is unaffected", file=sys.stderr)
+        return None
 
 
 def _print_prequantized_error(model_path: str, module) -> None:
@@ -218,10 +241,12 @@ def run_compiled(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if getattr(args, "profile", False):
         print(format_profile(module.profile))
+    status = 0
     if wants_report(args):   # the cycle model's figures, beside this run's measured host times
         print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    status = 0
+        done = aside(args, "the report", lambda: emit_report(
+            module, args, print_table=bool(getattr(args, "report", False))) or True)
+        status = 0 if done else 1
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the
         # integer graph, which the accelerator must reproduce bit for bit.
