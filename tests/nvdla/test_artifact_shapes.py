@@ -120,3 +120,33 @@ def test_a_binding_with_a_bad_dimension_is_refused_when_made_and_when_read(shape
         Binding.from_json({"value": "v", "buffer": "buf", "shape": shape})
     with pytest.raises(TargetError, match="not a positive integer"):
         Binding("v", "buf", tuple(shape))
+
+
+def tokens_on_a_grid(concat: bool):
+    """conv -> Transpose to NHWC [1,6,6,16] -> dense layer(s) over the last axis (Swin's patch
+    merging: a rank-4 value with its features last), optionally two of them joined along
+    axis 1: the dense layer writes rows x features, not the NCHW map the rank suggests."""
+    b = OnnxBuilder("grid", seed=3)
+    x = b.input("x", (1, 4, 6, 6))
+    h = b.transpose(b.conv(x, 16, 1, "c", bias=True), (0, 2, 3, 1), "nhwc")
+    y = b.linear(h, 8, "fa")
+    if concat:
+        y = b.concat([y, b.linear(h, 8, "fb")], "cat", axis=1)
+    b.output(y, "y")
+    return b.model()
+
+
+@pytest.mark.parametrize("concat", [False, True])
+def test_a_dense_layer_over_a_rank4_value_runs_bit_exact(concat, tmp_path):
+    g = import_model(tokens_on_a_grid(concat))
+    m = retarget.compile(g, "nvdla:nv_small", calibration=samples(g, 2))
+    assert {n.op for n in m.report.nodes if n.placement == "nvdla"} >= \
+        ({"MatMul", "Concat"} if concat else {"MatMul"})
+    x = samples(g, seed=4)[0]
+    want = run_graph(m.graph, x)["y"]
+    np.testing.assert_array_equal(m.run(x)["y"], want)
+    m.save(tmp_path / "art")
+    loaded = Module.load(tmp_path / "art")
+    np.testing.assert_array_equal(loaded.run(x)["y"], want)
+    loaded.close()
+    m.close()
