@@ -4,6 +4,7 @@ scalar (rank 0) output, and views between host-only ops (a region of views alone
 with `retarget compile -o`, then `retarget run DIR --check` in a fresh process."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -68,3 +69,30 @@ def test_the_saved_artifact_checks_in_a_fresh_process(target, files, tmp_path, c
         assert {3, 1} <= {len(s) for s in bindings(out)}, bindings(out)
         row = next(line for line in placed.splitlines() if line.startswith("/r/Reshape"))
         assert " cpu " in row and "views only" in row
+
+
+@pytest.mark.parametrize("target", ["vta", "dnnvm"])
+def test_a_binding_its_layout_cannot_hold_is_refused_on_load(target, files, tmp_path):
+    """vta and dnnvm lay out NCHW maps and (rows, cols) matrices only: a kernel.json that
+    binds a rank-3 tensor is refused when the kernel is made, on load as at compile time."""
+    import retarget
+    from retarget.errors import ModelLoadError
+    from retarget.runtime.module import Module
+    model, _ = files
+    m = retarget.compile(str(model), target)
+    m.save(tmp_path / "art")
+    m.close()
+    doc_path = next((tmp_path / "art").glob("kernels/*/kernel.json"))
+    doc = json.loads(doc_path.read_text())
+    shape = doc["outputs"][0]["shape"]
+    doc["outputs"][0]["shape"] = [1, shape[0], int(np.prod(shape[1:]))]
+    data = json.dumps(doc).encode()
+    doc_path.write_bytes(data)
+    # the manifest vouches for the edited file, as it would for a compile that bound it
+    manifest = tmp_path / "art" / "manifest.json"
+    meta = json.loads(manifest.read_text())
+    meta["files"][doc_path.relative_to(tmp_path / "art").as_posix()] = {
+        "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    manifest.write_text(json.dumps(meta))
+    with pytest.raises(ModelLoadError, match="lays out tensors of rank 2 or 4 only"):
+        Module.load(tmp_path / "art")

@@ -95,6 +95,9 @@ class StreamKernel(Kernel):
     kind: ClassVar[str] = ""
     label: ClassVar[str] = ""              # the target's name, for messages
     program_class: ClassVar[type] = type(None)
+    # The ranks of the logical tensors its layout (pack_input / unpack_output) handles; None:
+    # any. Checked when a kernel is made, so a compile and a load refuse the same bindings.
+    binding_ranks: ClassVar[tuple[int, ...] | None] = None
 
     def __init__(self, name: str, program, inputs: list[Binding], outputs: list[Binding],
                  constants: dict[str, np.ndarray], layers: Sequence[LayerInfo] = (),
@@ -109,6 +112,10 @@ class StreamKernel(Kernel):
             if b.buffer not in program.buffers:
                 raise TargetError(f"{self.label} kernel {name!r}: value {b.value!r} bound to "
                                   f"unknown DRAM buffer {b.buffer!r}")
+            if self.binding_ranks is not None and len(b.shape) not in self.binding_ranks:
+                raise TargetError(f"{self.label} kernel {name!r}: value {b.value!r} of shape "
+                                  f"{list(b.shape)}; {self.label} lays out tensors of rank "
+                                  f"{' or '.join(map(str, self.binding_ranks))} only")
         self._loaded: dict[int, Any] = {}   # id(device) -> LoadedProgram
         self._timing = None
 
