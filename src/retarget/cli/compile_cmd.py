@@ -119,32 +119,38 @@ def _split_batches(arrays: dict):
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from .report_cmd import check_report_paths, emit_report, wants_report
+    from .report_cmd import check_report_paths
     check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
     for name, kernel in module.kernels.items():
-        line = aside(args, f"the summary of region {name}", kernel.summary)
+        line = nonfatal(args, f"the summary of region {name}", kernel.summary)
         if line:
             print(line)
-    aside(args, "the comparison with the quantised model",
-          lambda: _print_prequantized_error(args.model, module))
+    nonfatal(args, "the comparison with the quantised model",
+             lambda: _print_prequantized_error(args.model, module))
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
     if args.export_regions:
         module.export_regions(args.export_regions)
         print(f"wrote {args.export_regions}")
-    status = 0
-    if wants_report(args):
-        print()
-        done = aside(args, "the report", lambda: emit_report(
-            module, args, print_table=bool(getattr(args, "report", False))) or True)
-        status = 0 if done else 1   # asked for and not written: say so in the exit code
-    return status
+    return report_after(module, args)
 
 
-def aside(args: argparse.Namespace, what: str, report: Callable[[], Any]) -> Any:
+def report_after(module, args: argparse.Namespace) -> int:
+    """The report options' output for a module compiled (or run) here: 0, or 1 when a report
+    that was asked for failed (its one-line warning printed; the module is unaffected)."""
+    from .report_cmd import emit_report, wants_report
+    if not wants_report(args):
+        return 0
+    print()
+    done = nonfatal(args, "the report", lambda: emit_report(
+        module, args, print_table=bool(getattr(args, "report", False))) or True)
+    return 0 if done else 1
+
+
+def nonfatal(args: argparse.Namespace, what: str, report: Callable[[], Any]) -> Any:
     """Run `report`, which describes a module that is already compiled (a summary line, a
     cycle-model report): whatever goes wrong in it is a one-line warning, never the end of a
     compile whose artifact is fine. Returns its result, or None when it failed (--debug:
@@ -203,7 +209,7 @@ def run_compiled(args: argparse.Namespace) -> int:
     from ..runtime.executor import format_profile
     from ..runtime.module import Module
     from ..targets.cpu.reference import run_graph
-    from .report_cmd import check_report_paths, emit_report, wants_report
+    from .report_cmd import check_report_paths
     from .run_cmd import complete_inputs, read_input_files
 
     check_report_paths(args)
@@ -241,12 +247,8 @@ def run_compiled(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if getattr(args, "profile", False):
         print(format_profile(module.profile))
-    status = 0
-    if wants_report(args):   # the cycle model's figures, beside this run's measured host times
-        print()
-        done = aside(args, "the report", lambda: emit_report(
-            module, args, print_table=bool(getattr(args, "report", False))) or True)
-        status = 0 if done else 1
+    # the cycle model's figures, beside this run's measured host times
+    status = report_after(module, args)
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the
         # integer graph, which the accelerator must reproduce bit for bit.
