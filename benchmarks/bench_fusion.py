@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from bench_dnnvm import quantised, write_json   # this directory: the same networks
+from bench_dnnvm import lower_with, quantised, write_json   # this directory: the same nets
 from retarget.passes.fusion import find_embeddings, plan_region
 from retarget.passes.fusion.match import find_template
 from retarget.passes.partition import partition
@@ -87,15 +87,13 @@ def run(name: str, preset: str, q) -> dict:
            "groups": {}, "plan_cycles": sum(p.plan.cycles for p in plans.values())}
     cfg = target.config
     for strategy in STRATEGIES:
-        plan = {r.name: ([] if strategy == "none" else
-                         plan_region(target, r, strategy).groups()) for r in regions}
-        kernels = [target.lower(r, plan[r.name]) for r in regions]
+        kernels, groups = lower_with(target, regions, strategy)
         results = [simulate_timing(k.program) for k in kernels]
         cycles = sum(t.total_cycles for t in results)
         macs = sum(info.macs for k in kernels for info in k.layers)
         out["gops"][strategy] = 2 * macs / (cycles / (cfg.clock_mhz * 1e6)) / 1e9 * cfg.engines
         out["ddr_bytes"][strategy] = int(sum(sum(t.bytes.values()) for t in results))
-        out["groups"][strategy] = sum(len(p) for p in plan.values())
+        out["groups"][strategy] = groups
     return out
 
 

@@ -9,6 +9,12 @@ the four cases and the slowdown each case suffers under load, side by side.
 """
 from __future__ import annotations
 
+import os
+
+# This benchmark's figures (docs/benchmarks.md) are the Python behavioural simulator's; the C
+# simulator, which vta devices otherwise pick, is compared with it in bench_vta_sim.py.
+os.environ.setdefault("RETARGET_VTA_SIM", "python")
+
 import argparse
 import json
 import multiprocessing as mp

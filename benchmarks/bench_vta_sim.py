@@ -1,13 +1,27 @@
-"""Throughput of the VTA behavioural simulator, in simulated MACs per second.
+"""The VTA simulators' speed: the C simulator against the Python one on whole networks, and the
+Python simulator's throughput in simulated MACs per second.
 
-    python benchmarks/bench_vta_sim.py [--configs pynq,1x32,2x16] [--quick]
+    python benchmarks/bench_vta_sim.py [--json FILE] [--runs 3] [--config pynq] [--networks ...]
+    python benchmarks/bench_vta_sim.py --throughput [--configs pynq,1x32,2x16] [--quick]
+
+Networks (the default mode): ResNet-18, ResNet-50 and MobileNet v1 at 224 compiled for vta; for
+each simulator (Python: targets/vta/sim; C: targets/vta/csim) a fresh device runs one inference
+("first": every stream decoded, checked and planned from scratch, no recorded replay) and then a
+second ("replay": the Python simulator replays its recorded steps; the C simulator simply runs
+again). Times are the device's time for the vta tasks of one inference (TaskRecord.seconds:
+the simulator alone; host packing and CPU regions excluded), median over --runs fresh devices.
+The outputs of the two simulators are checked equal. Goals: C first run >= 5x faster than
+Python's first run, and not slower than Python's replayed steady state. --json writes, per
+network, {"python_first_s", "python_replay_s", "c_first_s", "c_replay_s", "insns"}.
+
+Throughput (--throughput), the Python simulator alone:
 
 Workloads, each built with the instruction-stream builder, run on a fresh simulator (cold plan
 cache) and checked bit-exactly against NumPy before its time is reported:
 
 - blocked GEMM: out[M, N] = clip((x[M, K] . w[N, K]^T) >> s, 0, 127) tiled to the SRAMs
   (M x N x K = 256x256x256 with 64-wide tiles, the published "256x256x64" case, and 1024^3);
-- the ResNet-18 convolutions C2..C11 of specs/vta.md (3x3 / 1x1, stride 1 / 2), each as the
+- the ResNet-18 convolutions C2, C4..C12 (VTA Table 1 labels; 3x3 / 1x1, stride 1 / 2), each as the
   TVM-style schedule: output-row tiles, the input tile loaded once with padding, weights
   resident per output-channel tile, one GEMM instruction per tile whose uops enumerate
   (co, ci, dy, dx) and whose two loops run over output rows and columns, then SHR/MIN/MAX and
@@ -28,8 +42,12 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import json
 import math
+import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -42,13 +60,14 @@ LOAD, COMPUTE, STORE = 1, 2, 3
 GOAL = 1e9
 REPEATS = 3
 
-# name: (H, W, Cin, Cout, kernel, pad, stride), times used in ResNet-18
+# name (the VTA paper's Table 1 labels; C1 and C3 are not run here): (H, W, Cin, Cout,
+# kernel, pad, stride), times used in ResNet-18
 RESNET18 = {
-    "C2": ((56, 56, 64, 64, 3, 1, 1), 4), "C3": ((56, 56, 64, 128, 3, 1, 2), 1),
-    "C4": ((56, 56, 64, 128, 1, 0, 2), 1), "C5": ((28, 28, 128, 128, 3, 1, 1), 3),
-    "C6": ((28, 28, 128, 256, 3, 1, 2), 1), "C7": ((28, 28, 128, 256, 1, 0, 2), 1),
-    "C8": ((14, 14, 256, 256, 3, 1, 1), 3), "C9": ((14, 14, 256, 512, 3, 1, 2), 1),
-    "C10": ((14, 14, 256, 512, 1, 0, 2), 1), "C11": ((7, 7, 512, 512, 3, 1, 1), 3),
+    "C2": ((56, 56, 64, 64, 3, 1, 1), 4), "C4": ((56, 56, 64, 128, 3, 1, 2), 1),
+    "C5": ((56, 56, 64, 128, 1, 0, 2), 1), "C6": ((28, 28, 128, 128, 3, 1, 1), 3),
+    "C7": ((28, 28, 128, 256, 3, 1, 2), 1), "C8": ((28, 28, 128, 256, 1, 0, 2), 1),
+    "C9": ((14, 14, 256, 256, 3, 1, 1), 3), "C10": ((14, 14, 256, 512, 3, 1, 2), 1),
+    "C11": ((14, 14, 256, 512, 1, 0, 2), 1), "C12": ((7, 7, 512, 512, 3, 1, 1), 3),
 }
 
 
@@ -225,11 +244,107 @@ def bench_conv(cfg, layer, rng):
     return secs, res, ok, len(prog.insns)
 
 
+# ---- networks: C simulator against Python ---------------------------------------------------------
+
+NETWORKS = ("resnet18@224", "resnet50@224", "mobilenet_v1@224")
+SIMULATORS = ("python", "c")
+
+
+def one_inference(module, x, kind: str) -> tuple[list[float], list[float], int, dict]:
+    """([first, second] run seconds, the same in CPU seconds of the simulator's run calls,
+    instructions, outputs) on a fresh device."""
+    from retarget.targets.vta.device import VTADevice
+    from retarget.targets.vta.target import DEVICE_MEMORY
+    cfg = module.target.config
+    device = VTADevice(cfg, memory_bytes=min(DEVICE_MEMORY, cfg.dram_bytes), simulator=kind)
+    module.bind(device)
+    cpu = [0.0]
+    run = device.sim.run
+
+    def cpu_timed(stream):
+        t0 = time.process_time()
+        try:
+            return run(stream)
+        finally:
+            cpu[0] += time.process_time() - t0
+
+    device.sim.run = cpu_timed      # CPU time: what the simulator costs when cores are shared
+    times, cpus = [], []
+    for _ in range(2):
+        cpu[0] = 0.0
+        out = module.run(x)
+        prof = [p for p in module.profile if p.target != "cpu"]
+        times.append(sum(p.task_seconds for p in prof))
+        cpus.append(cpu[0])
+    insns = sum(p.counters.get("instructions", 0) for p in prof)
+    return times, cpus, insns, out
+
+
+def bench_network(name: str, size: int, spec: str, runs: int) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_vta_e2e import compile_steps
+    module, _ = compile_steps(name, spec, size)
+    x = {v.name: np.random.default_rng(1).standard_normal(v.type.shape).astype(v.type.dtype)
+         for v in module.graph.inputs}
+    row, cpu, outputs = {}, {}, {}
+    for kind in SIMULATORS:
+        walls, cpus = [], []
+        for _ in range(runs):
+            wall, cpu_s, insns, outputs[kind] = one_inference(module, x, kind)
+            walls.append(wall)
+            cpus.append(cpu_s)
+        for k, phase in enumerate(("first", "replay")):
+            row[f"{kind}_{phase}_s"] = statistics.median(w[k] for w in walls)
+            cpu[f"{kind}_{phase}_s"] = statistics.median(c[k] for c in cpus)
+        row["insns"] = insns
+    module.close()
+    if any(not np.array_equal(outputs["python"][k], outputs["c"][k]) for k in outputs["python"]):
+        raise SystemExit(f"{name}@{size}: the C and Python simulators' outputs differ")
+    return row, cpu
+
+
+def networks_main(args) -> int:
+    from retarget.targets.vta.csim import available
+    if not available():
+        raise SystemExit("the C simulator cannot be built here (no C compiler)")
+    spec = f"vta:{args.config}"
+    print(f"{spec}: the vta tasks of one inference, median of {args.runs} fresh devices (s); "
+          f"wall = the device's task time (JSON), cpu = CPU time of the simulator's run calls")
+    print(f"{'network':18} {'':4} {'insns':>7} {'py first':>9} {'py replay':>9} {'C first':>8} "
+          f"{'C replay':>8} {'first x':>8} {'C/py replay':>11}")
+    result, ok = {}, {"wall": True, "cpu": True}
+    for item in args.networks.split(","):
+        name, size = item.split("@")
+        wall, cpu = bench_network(name, int(size), spec, args.runs)
+        result[item] = wall
+        for label, r in (("wall", wall), ("cpu", cpu)):
+            speedup = r["python_first_s"] / r["c_first_s"]
+            ratio = r["c_first_s"] / r["python_replay_s"]
+            ok[label] &= speedup >= 5 and ratio <= 1
+            print(f"{item if label == 'wall' else '':18} {label:4} {wall['insns']:7d} "
+                  f"{r['python_first_s']:9.3f} {r['python_replay_s']:9.3f} {r['c_first_s']:8.3f} "
+                  f"{r['c_replay_s']:8.3f} {speedup:7.1f}x {ratio:11.2f}")
+    for label, met in ok.items():
+        print(f"goals ({label}: C first >= 5x Python first, C first <= Python replay): "
+              + ("met" if met else "NOT met"))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--configs", default="pynq", help="comma-separated VTA presets")
-    ap.add_argument("--quick", action="store_true", help="GEMM 256 and conv C2 only")
+    ap.add_argument("--json", metavar="FILE", help="networks: write the per-network times")
+    ap.add_argument("--runs", type=int, default=3, help="networks: fresh devices per simulator")
+    ap.add_argument("--config", default="pynq", help="networks: the VTA preset")
+    ap.add_argument("--networks", default=",".join(NETWORKS), help="networks: name@size,...")
+    ap.add_argument("--throughput", action="store_true",
+                    help="the Python simulator's MAC/s on GEMM and conv streams instead")
+    ap.add_argument("--configs", default="pynq", help="throughput: comma-separated VTA presets")
+    ap.add_argument("--quick", action="store_true", help="throughput: GEMM 256 and conv C2 only")
     args = ap.parse_args(argv)
+    if not args.throughput:
+        return networks_main(args)
     rng = np.random.default_rng(0)
     all_ok = True
     print(f"{'config':7} {'workload':30} {'insns':>7} {'MACs':>12} {'sim s':>8} "
@@ -258,7 +373,7 @@ def main(argv=None) -> int:
             conv_rows = rows[len(gemms):]
             macs = sum(r[2] * r[5] for r in conv_rows)
             secs = sum(r[3] * r[5] for r in conv_rows)
-            print(f"{name:7} {'ResNet-18 C2-C11 total':30} {'':7} {macs:12,d} {secs:8.3f} "
+            print(f"{name:7} {'ResNet-18 C2,C4-C12 total':30} {'':7} {macs:12,d} {secs:8.3f} "
                   f"{macs / secs / 1e9:7.2f} {macs / secs / GOAL:6.1f}  (layers x uses)")
     return 0 if all_ok else 1
 

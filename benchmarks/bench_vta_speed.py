@@ -27,6 +27,9 @@ import os
 # One BLAS thread, as in bench_vta_sim.py: many mid-sized products on a shared 2-core machine.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# This benchmark's figures (docs/benchmarks.md) are the Python behavioural simulator's; the C
+# simulator, which vta devices otherwise pick, is compared with it in bench_vta_sim.py.
+os.environ.setdefault("RETARGET_VTA_SIM", "python")
 
 import argparse
 import json

@@ -1,6 +1,7 @@
 """Fixtures shared across test directories, and the hypothesis profile."""
 import os
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
@@ -50,3 +51,42 @@ def _blocked_gemm_stream(cfg, tiles=4, kb=2, vthreads=2, gemm_loop=None):
 @pytest.fixture(scope="session")
 def blocked_gemm_stream():
     return _blocked_gemm_stream
+
+
+# ---- comparing two float executions of the same graph -------------------------------------
+# Two code paths that compute the same float32 maths (the reference and a device that runs the
+# same ops on its own buffers, BLAS and generated loops, one BLAS core type and another) sum in
+# different orders, and which order a CPU gets depends on its vector width and on alignment. A
+# length-K sum rounded in any order is within K * 2**-24 of the exact sum relative to the sum of
+# its magnitudes (the classic forward bound), and errors add up layer after layer: so two paths
+# agree to within the sum of the graph's reduction lengths times 2**-24, relative to the output's
+# magnitude. A wrong op or a wrong weight is off by the output's own size, far outside it.
+_FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
+
+
+def _reduction_length(node) -> int:
+    if node.op == "Conv":
+        w = node.inputs[1].type.shape
+        return int(np.prod(w[1:]))
+    if node.op in ("Gemm", "MatMul"):
+        a = node.inputs[0].type.shape
+        return int(a[0] if node.op == "Gemm" and node.attrs.get("transA") else a[-1])
+    return 1
+
+
+def float_paths_rtol(graph) -> float:
+    """The relative tolerance between two float32 executions of `graph` (see above)."""
+    return sum(_reduction_length(n) for n in graph.nodes) * _FLOAT32_UNIT_ROUNDOFF
+
+
+@pytest.fixture
+def assert_float_paths_agree():
+    """check(got, want, graph): every output of `got` within float_paths_rtol(graph) of `want`,
+    relative to the largest magnitude of that output in `want`."""
+    def check(got: dict, want: dict, graph) -> None:
+        rtol = float_paths_rtol(graph)
+        for k in want:
+            scale = float(np.abs(want[k]).max(initial=0.0))
+            np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=rtol * scale,
+                                       err_msg=f"output {k!r}")
+    return check

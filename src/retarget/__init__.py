@@ -1,7 +1,7 @@
 """retarget: retarget trained neural networks to new hardware.
 
 Public API
-- load(path, input_shapes=None) -> Graph        import an ONNX file
+- load(path, input_shapes=None) -> Graph        import an ONNX or TFLite file
 - from_torch(module, example_input) -> Graph    import a PyTorch module (needs the torch extra)
 - run(graph, inputs, intermediates=False)        run on the NumPy reference executor
 - quantize(graph, calibration_inputs=None, per_channel=False) -> Graph
@@ -18,7 +18,16 @@ __version__ = "0.1.0"
 
 
 def load(path, input_shapes=None, simplify: bool = True):
-    """Import an ONNX model file as a Graph (simplified unless simplify=False)."""
+    """Import an ONNX model file, or a TFLite flatbuffer (`.tflite`: an int8 model in its own
+    integer arithmetic, docs/quantization.md), as a Graph (simplified unless simplify=False)."""
+    from .frontend.tflite import is_tflite_path
+    if is_tflite_path(path):
+        if input_shapes:
+            from .errors import InputError
+            raise InputError(f"{path}: a TFLite model's input shapes are fixed in the file; "
+                             f"input_shapes does not apply")
+        from .frontend.tflite import load_tflite
+        return load_tflite(path, simplify=simplify)
     from .frontend.onnx import load_onnx
     return load_onnx(path, input_shapes=input_shapes, simplify=simplify)
 

@@ -16,9 +16,11 @@ package. Data only flows down: targets never call the frontend or the passes.
 """
 from __future__ import annotations
 
+import fnmatch
+import glob
 import warnings
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,21 +32,37 @@ from .passes.infer_shapes import infer_shapes
 from .passes.fusion import STRATEGIES, plan_region
 from .passes.partition import partition
 from .runtime.module import Module
-from .targets.base import Target
+from .targets.base import INT8_TFLITE, Target
+from .targets.cpu.host_model import PYNQ_A9
 from .targets.registry import get_target
 
+CPU = "cpu"
+# What `placement="cheapest"` charges per byte a node reads from another device: the runtime
+# moves it device -> host -> device, two memcpys through the host's DRAM, each reading and
+# writing every byte, at the modelled host's bandwidth (the Pynq's 2.1 GB/s DDR3,
+# targets/cpu/host_model.PYNQ_A9, cited there): 4 bytes of DRAM traffic per byte moved.
+COPY_SECONDS_PER_BYTE = 4 / (PYNQ_A9.dram_gbs * 1e9)
 
-def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", *,
+
+def compile(graph: "Graph | str | Path", target: "str | Path | Target | Sequence" = "cpu", *,
             cpu_nodes: Iterable[str] = (), min_region_macs: int | None = None,
             config: Mapping[str, Any] | None = None, calibration: Any = None,
-            fusion: str | None = None) -> Module:
+            fusion: str | None = None, pins: Mapping[str, str] | None = None,
+            placement: str = "first") -> Module:
     """Compile `graph` (a Graph or an ONNX file path) for `target`.
 
-    target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance.
+    target: a name ("toy"), "name:preset", a .toml/.json config file, or a Target instance; or
+        several devices, as a list of those or one string "vta,dnnvm": each node goes to the
+        first device that accepts it (the CPU last), docs/partitioning.md "Several devices".
     cpu_nodes: node names or glob patterns that must run on the CPU.
+    pins: node name or glob pattern -> device name ("cpu" or one of the devices): those nodes
+        run there, or the compile is refused (PlacementError) saying why that device cannot.
+    placement: "first" (the first device in the list that accepts a node) or "cheapest" (the
+        device whose cost model prices the node lowest; every device needs one).
     min_region_macs: offloaded regions with fewer MACs run on the CPU instead (default: the
         target's own rule).
-    config: config fields overriding the target's (unknown fields raise TargetError).
+    config: config fields overriding the target's (unknown fields raise TargetError; one
+        device only).
     calibration: sample inputs for targets whose prepare() quantises (e.g. vta): a dict
         name -> array, a list of such dicts, or an array split along axis 0; None lets the
         target calibrate on random data (with a warning).
@@ -52,51 +70,158 @@ def compile(graph: "Graph | str | Path", target: "str | Path | Target" = "cpu", 
         "none" (the default for the others): how layers are grouped into units lowered as
         one (passes/fusion/).
     """
-    # 1. the graph: load a model file if given a path
+    # 1. the devices, with their configs resolved (preset, file, overrides)
+    targets = resolve_targets(target, config)
+    tgt = targets[0]
+    # 2. the graph: load a model file if given a path (a TFLite int8 model in its own
+    #    arithmetic, or as float to re-quantise in the devices' shared format)
     if not isinstance(graph, Graph):
-        from . import load
-        graph = load(graph)
-    # 2. the target, with its config resolved (preset, file, overrides)
-    tgt = get_target(target, config)
+        graph, calibration = _load_model(graph, tgt, calibration)
     # 3. type every value (a copy: the caller's graph is left alone); support rules, MAC
     #    counts and device buffer sizes all read shapes
     g = infer_shapes(graph)
     g.toposort()
-    # 4. the target's number format (vta: fold BatchNorm, int8 with power-of-two scales),
-    #    then its own rewrites (vta: window packing); identity for a float target
+    # 4. the devices' shared number format (vta: fold BatchNorm, int8 with power-of-two
+    #    scales), then each device's own rewrites (vta: window packing); identity for a float
+    #    target. A device leaves alone the nodes this compile keeps off it.
     cpu_nodes = tuple(cpu_nodes)
-    tgt.cpu_nodes = cpu_nodes
-    g = prepare(g, tgt, calibration)
+    pins = dict(pins or {})
+    g = to_number_format(g, tgt, calibration)
+    elsewhere = _placed_elsewhere(g, targets, pins, placement) if len(targets) > 1 else {}
+    for t in targets:
+        t.cpu_nodes = cpu_nodes + tuple(p for p, d in pins.items() if d != t.name) + \
+            elsewhere.get(t.name, ())
+        g = rewrite(g, t)
     # 5. partition: annotate, merge convex regions, apply the size rule, schedule
-    parts = partition(g, tgt, cpu_nodes=cpu_nodes, min_region_macs=min_region_macs)
+    costs = node_costs(g, targets) if placement == "cheapest" else None
+    parts = partition(g, targets, cpu_nodes=cpu_nodes, min_region_macs=min_region_macs,
+                      pins=pins, choice=placement, costs=costs,
+                      copy_seconds_per_byte=COPY_SECONDS_PER_BYTE)
     # 6. fusion: which layers of each offloaded region are lowered as one unit
-    fusion = _fusion_strategy(tgt, fusion)
-    parts.report.fusion = fusion
+    by_name = {t.name: t for t in targets}
+    strategies = {t.name: _fusion_strategy(t, fusion, len(targets) > 1) for t in targets}
+    parts.report.fusion = ",".join(dict.fromkeys(strategies.values()))
     groups = {}                # region -> its fused groups, for targets that fuse
-    for region in parts.offloaded if tgt.fusion_templates else ():
+    for region in parts.offloaded:
+        t, strategy = by_name[region.target], strategies[region.target]
+        if not t.fusion_templates:
+            continue
         groups[region.name] = []
-        if fusion != "none":
-            f = plan_region(tgt, region, fusion)
+        if strategy != "none":
+            f = plan_region(t, region, strategy)
             groups[region.name] = f.groups()
             parts.report.fused += f.report(region.name)
-    # 7. lower each offloaded region to the target's kernel
+    # 7. lower each offloaded region to its device's kernel
     kernels = {}
     for region in parts.offloaded:
+        t = by_name[region.target]
         try:
-            kernels[region.name] = (tgt.lower(region, groups[region.name])
-                                    if region.name in groups else tgt.lower(region))
+            kernels[region.name] = (t.lower(region, groups[region.name])
+                                    if region.name in groups else t.lower(region))
         except RetargetError as e:
             raise type(e)(f"lowering region {region.name!r} ({', '.join(region.node_names)}) "
-                          f"for {tgt.name}: {e}") from None
+                          f"for {t.name}: {e}") from None
     # 8. package graph, regions, kernels and the placement report as a Module
-    return Module(g, tgt, parts.regions, kernels, parts.report)
+    return Module(g, tgt, parts.regions, kernels, parts.report, targets={t.name: t for t in targets})
 
 
-def _fusion_strategy(target: Target, fusion: str | None) -> str:
-    if fusion is None:
-        return "optimized" if target.fusion_templates else "none"
-    if fusion not in STRATEGIES:
+def resolve_targets(target: "str | Path | Target | Sequence", config: Mapping[str, Any] | None
+                    = None) -> list[Target]:
+    """The compile's devices, in order: one target, or several ("vta,dnnvm" or a list). The
+    CPU, always the last resort, is implicit (a "cpu" in a list of several is dropped). Several
+    devices must compute in one number format (docs/partitioning.md says why)."""
+    specs = (target.split(",") if isinstance(target, str) and "," in target else
+             list(target) if isinstance(target, (list, tuple)) else [target])
+    if len(specs) == 1:
+        return [get_target(specs[0], config)]
+    if config:
+        raise TargetError(f"config overrides {sorted(config)} with several devices: name which "
+                          f"device they are for with a .toml/.json config file per device")
+    targets = [get_target(s.strip() if isinstance(s, str) else s) for s in specs]
+    targets = [t for t in targets if t.name != CPU] or targets[:1]
+    seen = [t.name for t in targets]
+    if len(set(seen)) != len(seen):
+        raise TargetError(f"devices {', '.join(t.spec for t in targets)}: each target may appear "
+                          f"once in a compile (two configs of one target are not supported)")
+    formats = {t.name: t.number_format for t in targets}
+    if len(set(formats.values())) > 1:
+        said = ", ".join(f"{n} {'float' if f is None else f.name + (' per-channel' if f.per_channel else '')}"
+                         for n, f in formats.items())
+        raise TargetError(f"devices in one compile must share a number format; {said}: compile "
+                          f"for them separately (a region in another format would need its own "
+                          f"quantisation and conversions at every boundary)")
+    return targets
+
+
+def _placed_elsewhere(graph: Graph, targets: list[Target], pins: Mapping[str, str],
+                      placement: str) -> dict[str, tuple[str, ...]]:
+    """Per device, the unpinned nodes (as exact name patterns) the partitioner will give
+    another device, so that this device's rewrite (vta's window packing) leaves them alone:
+    with first-fit, those an earlier device accepts; with cheapest, those another device
+    prices lower (on the graph before any rewrite)."""
+    costs = node_costs(graph, targets) if placement == "cheapest" else None
+    out: dict[str, list[str]] = {t.name: [] for t in targets}
+    for i, n in enumerate(graph.nodes):
+        if any(fnmatch.fnmatchcase(n.name, p) for p in pins):
+            continue
+        takers = [t.name for t in targets if t.supports(n, graph).ok]
+        if costs is None:
+            others = [t.name for t in targets[next((k + 1 for k, t in enumerate(targets)
+                                                    if t.name in takers), 0):]] if takers else []
+        else:
+            priced = {d: costs[i][d] for d in takers if costs[i][d] is not None}
+            best = min(priced, key=lambda d: (priced[d], takers.index(d))) if priced else None
+            others = [t.name for t in targets if best is not None and t.name != best]
+        for d in others:
+            out[d].append(glob.escape(n.name))
+    return {d: tuple(names) for d, names in out.items()}
+
+
+def node_costs(graph: Graph, targets: list[Target]) -> list[dict[str, float | None]]:
+    """Per node, each device's modelled seconds for it (Target.estimate_node_cost; None where
+    the device refuses the node or cannot price it). Every device must have a cost model."""
+    missing = [t.name for t in targets if not t.has_cost_model]
+    if missing:
+        raise TargetError(f"placement 'cheapest' needs a cost model on every device; "
+                          f"{', '.join(missing)} {'has' if len(missing) == 1 else 'have'} none (use "
+                          f"placement 'first')")
+    caches = {t.name: {} for t in targets}
+    return [{t.name: t.estimate_node_cost(n, graph, caches[t.name]) for t in targets}
+            for n in graph.nodes]
+
+
+def _load_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
+    """The model file as the Graph `target` starts from, and the calibration samples for it.
+
+    A TFLite int8 model stays in its own arithmetic (int8-tflite) for a float target or one
+    that computes in that format; for any other number format it is imported as float (its
+    dequantised weights) and re-quantised, calibrated on the model's own inputs (given, or
+    uniform over the int8 range; float samples for an int8 input count as real values) turned
+    into the real values the float graph takes."""
+    from .frontend.tflite import (io_quantization, is_tflite_path, load_tflite,
+                                  model_samples, real_inputs)
+    if not is_tflite_path(path):
+        from . import load
+        return load(path), calibration
+    fmt = target.number_format
+    if fmt is None or fmt.name == INT8_TFLITE.name:
+        return load_tflite(path), calibration
+    if calibration is None:
+        warnings.warn(f"{path}: no calibration inputs given; re-quantising for {target.name} "
+                      f"on seeded inputs uniform over the model's int8 input range",
+                      stacklevel=3)
+    quant = io_quantization(path)
+    samples = model_samples(load_tflite(path), calibration, quant)
+    return load_tflite(path, form="float"), [real_inputs(quant, s) for s in samples]
+
+
+def _fusion_strategy(target: Target, fusion: str | None, several: bool = False) -> str:
+    """The strategy for `target`'s regions. With several devices, an asked-for strategy
+    applies to the devices that fuse and "none" to the others."""
+    if fusion is not None and fusion not in STRATEGIES:
         raise TargetError(f"fusion={fusion!r}; choose one of {', '.join(STRATEGIES)}")
+    if fusion is None or (several and not target.fusion_templates):
+        return "optimized" if target.fusion_templates else "none"
     if fusion != "none" and not target.fusion_templates:
         raise TargetError(f"target {target.name!r} declares no fusion templates; "
                           f"fusion={fusion!r} needs them (use fusion='none')")
@@ -109,7 +234,12 @@ def prepare(graph: Graph, target: Target, calibration: Any = None) -> Graph:
     name -> array, a list of such dicts, or an array split along axis 0; None calibrates on
     random data with a warning), then rewritten by `target.prepare`, typed and sorted. An
     already-integer graph is not quantised again."""
-    graph = to_number_format(graph, target, calibration)
+    return rewrite(to_number_format(graph, target, calibration), target)
+
+
+def rewrite(graph: Graph, target: Target) -> Graph:
+    """prepare()'s second half: `target.prepare` on a graph already in its number format,
+    typed and sorted."""
     rewritten = target.prepare(graph)
     if rewritten is not graph:
         rewritten = infer_shapes(rewritten)
@@ -123,6 +253,18 @@ def to_number_format(graph: Graph, target: Target, calibration: Any = None) -> G
     fmt = target.number_format
     if fmt is None:
         return graph
+    from .frontend.tflite import is_int8_tflite
+    if is_int8_tflite(graph):
+        if fmt.name == INT8_TFLITE.name:
+            return graph
+        raise TargetError(f"{target.name} computes in {fmt.name}; this graph is an int8 "
+                          f"TFLite model in its own arithmetic (int8-tflite): compile the "
+                          f".tflite file, or load_tflite(path, form='float'), so that it is "
+                          f"re-quantised")
+    if fmt.name == INT8_TFLITE.name:
+        raise NotImplementedError(f"{target.name}: quantising a float graph into int8-tflite "
+                                  f"(TFLite's converter) is not implemented; import an int8 "
+                                  f".tflite model")
     if _is_qdq_model(graph):
         return _convert_prequantized(graph, target)
     if any(n.op in ACCUMULATING_OPS and n.inputs[0].type is not None
@@ -155,4 +297,4 @@ def _convert_prequantized(graph: Graph, target: Target) -> Graph:
     return convert_quantized(graph, rounding=rounding, scales=target.number_format.scales)
 
 
-__all__ = ["compile", "prepare", "to_number_format"]
+__all__ = ["compile", "node_costs", "prepare", "resolve_targets", "to_number_format"]

@@ -31,6 +31,11 @@ class TargetError(RetargetError):
     """A target could not be found, configured, or could not compile/run a region."""
 
 
+class PlacementError(TargetError):
+    """A placement the user asked for that cannot be honoured: a node pinned to a device that
+    cannot run it, or pins that contradict each other."""
+
+
 class DeviceError(RetargetError):
     """A device was asked to do something invalid (bad address, bad task, out of memory)."""
 

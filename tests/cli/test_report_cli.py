@@ -97,7 +97,7 @@ def test_bad_report_requests_fail_clearly(compiled, resnet_file, tmp_path, capsy
 
 
 @pytest.mark.parametrize("target, says", [("c", "within rtol 0.0001 of the reference: 8/8"),
-                                          ("sunway", "baseline ms")])
+                                          ("sunway", "openacc ms")])
 def test_demo_on_the_float_targets(target, says, capsys):
     assert main(["demo", "--target", target, "--limit", "8", "--batch", "8"]) == 0
     out = capsys.readouterr().out

@@ -34,7 +34,8 @@ def image(graph):
     return {v.name: np.random.default_rng(2).standard_normal(v.type.shape).astype(np.float32)}
 
 
-def test_regions_are_compiled_by_a_separate_process_and_run(graph, tmp_path):
+def test_regions_are_compiled_by_a_separate_process_and_run(graph, tmp_path,
+                                                           assert_float_paths_agree):
     module = retarget.compile(graph, "toybyoc")
     try:
         assert module.offloaded
@@ -48,13 +49,13 @@ def test_regions_are_compiled_by_a_separate_process_and_run(graph, tmp_path):
         assert placed["/fc/Gemm"].placement == "toybyoc"
         x = image(graph)
         out = module.run(x)
-        ref = run_graph(module.graph, x)
-        for k in ref:
-            np.testing.assert_array_equal(out[k], ref[k])
+        # the device runs the reference's ops on its own buffers: float sums may round in
+        # another order there (alignment picks the vector path), so not bit for bit
+        assert_float_paths_agree(out, run_graph(module.graph, x), module.graph)
         saved = module.save(tmp_path / "art")
         loaded = Module.load(saved)
         try:
-            again = loaded.run(x)
+            again = loaded.run(x)  # the same code on the same buffers: bit for bit
             for k in out:
                 np.testing.assert_array_equal(again[k], out[k])
         finally:
@@ -63,18 +64,22 @@ def test_regions_are_compiled_by_a_separate_process_and_run(graph, tmp_path):
         module.close()
 
 
-@pytest.mark.parametrize("command,message", [
+# Only the slow compiler's case is about the time limit; the others get a limit no loaded
+# machine reaches, so a slow Python start-up never turns their error into a time-out.
+@pytest.mark.parametrize("command,message,timeout_s", [
     (f"{sys.executable} -c \"import sys; sys.stderr.write('no GEMM unit\\\\n'); sys.exit(3)\" "
-     "{json}", r"failed with exit status 3; its stderr:\nno GEMM unit"),
-    (f"{sys.executable} -c \"import sys\" {{json}} {{out}}", "exited 0 but wrote nothing"),
-    (f"{sys.executable} -c \"import time; time.sleep(30)\" {{json}}", "did not finish in 0.5 s"),
-    ("/no/such/compiler {json} -o {out}", "cannot be started: '/no/such/compiler' not found"),
-    (f"{sys.executable} -c pass", "never names the region"),
+     "{json}", r"failed with exit status 3; its stderr:\nno GEMM unit", 120.0),
+    (f"{sys.executable} -c \"import sys\" {{json}} {{out}}", "exited 0 but wrote nothing", 120.0),
+    (f"{sys.executable} -c \"import time; time.sleep(30)\" {{json}}", "did not finish in 0.5 s",
+     0.5),
+    ("/no/such/compiler {json} -o {out}", "cannot be started: '/no/such/compiler' not found",
+     120.0),
+    (f"{sys.executable} -c pass", "never names the region", 120.0),
 ])
-def test_a_broken_compiler_is_a_clear_error(graph, command, message):
+def test_a_broken_compiler_is_a_clear_error(graph, command, message, timeout_s):
     with pytest.raises(TargetError, match=message) as e:
         retarget.compile(graph, "toybyoc", config={"compiler": command,
-                                                   "compiler_timeout_s": 0.5})
+                                                   "compiler_timeout_s": timeout_s})
     assert "region 'toybyoc_0'" in str(e.value)
 
 

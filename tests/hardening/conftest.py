@@ -63,3 +63,64 @@ def fresh(tmp_path):
         shutil.copytree(artifact[0], dst)
         return dst
     return copy
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """The bundled digits CNN and one input."""
+    g = retarget.load(ROOT / "src/retarget/data/digits_cnn.onnx")
+    return g, _inputs(g, 0)
+
+
+def compile_digits(g, x, target: str):
+    """The digits CNN compiled for `target` (C targets built quickly, at -O0; sunway on 8
+    CPEs, so an emulated run starts 8 threads per layer, not 64)."""
+    if target == "c":
+        return retarget.compile(g, target, config={"cflags": "-O0 -std=c99"})
+    if target == "sunway":
+        return retarget.compile(g, target, config={"cflags": "-O0 -std=c99", "cpes_per_cg": 8})
+    return retarget.compile(g, target, calibration=[x])
+
+
+@pytest.fixture(scope="session")
+def c_artifact(tmp_path_factory, digits):
+    """The digits CNN on the c target (a generated C library built at load)."""
+    g, x = digits
+    return _saved(compile_digits(g, x, "c"), g, tmp_path_factory, "c")
+
+
+@pytest.fixture(scope="session")
+def sunway_artifact(tmp_path_factory, digits):
+    """The digits CNN on the sunway target (C for the emulated CPEs, built at load)."""
+    g, x = digits
+    return _saved(compile_digits(g, x, "sunway"), g, tmp_path_factory, "sunway")
+
+
+@pytest.fixture(scope="session")
+def dnnvm_artifact(tmp_path_factory, digits):
+    """The digits CNN on dnnvm (an instruction stream and its DRAM layout)."""
+    g, x = digits
+    return _saved(compile_digits(g, x, "dnnvm"), g, tmp_path_factory, "dnnvm")
+
+
+@pytest.fixture
+def quick_cc(monkeypatch):
+    """The loading machine's C flags for these tests: quick builds (-O0)."""
+    monkeypatch.setenv("RETARGET_CFLAGS", "-O0 -std=c99")
+    monkeypatch.delenv("RETARGET_CC", raising=False)
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """Every command line a subprocess is started with during the test, recorded."""
+    import subprocess
+    seen: list[list[str]] = []
+    real = subprocess.Popen
+
+    class Recording(real):
+        def __init__(self, args, *a, **kw):
+            seen.append([str(w) for w in (args if isinstance(args, (list, tuple)) else [args])])
+            super().__init__(args, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", Recording)
+    return seen

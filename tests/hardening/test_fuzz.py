@@ -8,6 +8,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -250,3 +251,183 @@ def test_mutated_onnx_files_give_the_answer_or_a_retarget_error(onnx_case, tmp_p
     # the edit may have been harmless (a flipped byte inside a weight changes the answer,
     # legitimately: the file says so); what must never happen is another exception type
     assert isinstance(got, dict)
+
+
+# ---- hostile config fields and kernel documents, every target -----------------------------------
+# What an attacker writes into a field: shell words, paths (out of the run's temporary
+# directory), compiler options that load code, huge numbers, NaN, wrong types. "{out}" is a
+# directory outside the artifact that must stay empty; "{marker}" a file that appears only if
+# a command ran.
+HOSTILE = ["-c 'touch {marker}' --",
+           "../outside/evil -fplugin=../outside/x.so -specs=../outside/x.specs",   # from cwd/
+           2 ** 62, float("nan"), []]
+CONFIG_TARGETS = ["c", "sunway", "dnnvm", "nvdla"]
+
+
+@pytest.fixture(scope="module")
+def caching_cc(tmp_path_factory):
+    """The loading machine's compiler for these cases: gcc behind a cache keyed by its
+    arguments and the sources (each case builds the same C; RETARGET_CC is how a machine
+    names its compiler)."""
+    d = tmp_path_factory.mktemp("cc")
+    script = d / "cc"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"cache={d}\n"
+        'key=$( (echo "$@"; cat *.c *.h) | sha256sum | cut -c1-40)\n'
+        'if [ -f "$cache/$key.so" ]; then cp "$cache/$key.so" libmodel.so; exit 0; fi\n'
+        'gcc "$@" && cp libmodel.so "$cache/$key.so"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def _loading_machine(monkeypatch, cc: str) -> None:
+    """This machine's build settings for the C targets: quick, cached, no OpenMP threads
+    (which spin slowly on a busy 2-core machine)."""
+    monkeypatch.setenv("RETARGET_CC", cc)
+    monkeypatch.setenv("RETARGET_CFLAGS", "-O0 -std=c99")
+    monkeypatch.setenv("RETARGET_OPENMP", "0")
+
+
+def _fill(value, marker, out):
+    return value.format(marker=marker, out=out) if isinstance(value, str) else value
+
+
+def _config_cases():
+    from retarget.targets.registry import target_class
+    from dataclasses import fields
+    cases = []
+    for name in CONFIG_TARGETS:
+        cls = target_class(name)
+        for f in fields(cls.default_config()):
+            cases += [(name, f.name, v) for v in HOSTILE]
+    return cases
+
+
+CONFIG_CASES = _config_cases()
+
+
+def _guarded_load_and_run(work, x, tmp_path, timeout_s=60):
+    """_load_and_run under an alarm (a hang fails the case)."""
+    import signal
+
+    def hang(*_):
+        raise TimeoutError(f"no answer within {timeout_s} s")
+    old = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(timeout_s)
+    try:
+        return _load_and_run(work, x)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _snapshot(d):
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in d.rglob("*") if p.is_file()}
+
+
+def _close(got, expected, exact: bool) -> bool:
+    if not isinstance(got, dict):
+        return False
+    if exact:
+        return _same(got, expected)
+    return all(np.allclose(got[k], expected[k], rtol=1e-4, atol=1e-4) for k in expected)
+
+
+def test_hostile_config_fields_never_run_a_command_or_touch_a_file(
+        request, tmp_path, monkeypatch, caching_cc, spawned):
+    """Every config field of the c, sunway, dnnvm and nvdla targets set to each hostile value
+    in the manifest (and, for dnnvm, in the program's own recorded config), resealed: the
+    right answer or a RetargetError; no command with the artifact's words, no file outside
+    the run's temporary directory, no change to the artifact, no hang."""
+    import time
+    _loading_machine(monkeypatch, caching_cc)
+    out = tmp_path / "outside"
+    out.mkdir()
+    marker = out / "pwned"
+    cwd = tmp_path / "cwd"          # relative paths in the artifact resolve from here
+    cwd.mkdir()
+    (tmp_path / "works").mkdir()
+    monkeypatch.chdir(cwd)
+    outcomes = {"answer": 0, "refused": 0}
+    t0 = time.perf_counter()
+    clean = {}
+    per_target = {}
+    for name, field, value in CONFIG_CASES:
+        t1 = time.perf_counter()
+        d, x, expected = request.getfixturevalue(f"{name}_artifact")
+        if name not in clean:
+            clean[name] = _copy(d, tmp_path / "works")
+        work = _copy(clean[name], tmp_path / "works")
+        v = _fill(value, marker, out)
+        m = json.loads((work / "manifest.json").read_text())
+        m["target"]["config"][field] = v
+        (work / "manifest.json").write_text(json.dumps(m))
+        for prog in work.rglob("program.json"):       # dnnvm records its config here too
+            doc = json.loads(prog.read_text())
+            if isinstance(doc.get("config"), dict) and field in doc["config"]:
+                doc["config"][field] = v
+                prog.write_text(json.dumps(doc))
+        reseal(work)
+        before = _snapshot(work)
+        spawned.clear()
+        got = _guarded_load_and_run(work, x, tmp_path)
+        case = (name, field, v, got)
+        assert isinstance(got, RetargetError) or _close(got, expected, name != "c" and
+                                                        name != "sunway"), case
+        outcomes["refused" if isinstance(got, RetargetError) else "answer"] += 1
+        assert not any(out.iterdir()), case              # no marker, nothing written there
+        assert not any(cwd.iterdir()), case              # nor in the working directory
+        assert _snapshot(work) == before, case           # the artifact itself is untouched
+        words = {str(w) for w in (v if isinstance(v, (list, dict)) else [v])}
+        for argv in spawned:                               # only the machine's compiler ran
+            assert argv[0] in (caching_cc, sys.executable, "gcc"), (case, argv)
+            assert not (words & set(argv)) and not any("touch" in w for w in argv), (case, argv)
+        per_target[name] = per_target.get(name, 0.0) + time.perf_counter() - t1
+    print({k: round(v, 1) for k, v in per_target.items()})
+    seconds = time.perf_counter() - t0
+    print(f"{len(CONFIG_CASES)} hostile config cases in {seconds:.1f} s: {outcomes}")
+    assert outcomes["answer"] and outcomes["refused"]
+
+
+KERNEL_DOCS = {"c": "program.json", "sunway": "program.json", "dnnvm": "kernel.json",
+               "nvdla": "kernel.json"}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 32 - 1))
+@pytest.mark.parametrize("name", CONFIG_TARGETS + ["dnnvm_program"])
+def test_mutated_kernel_documents_of_every_target_never_crash(name, request, tmp_path, seed,
+                                                              monkeypatch, caching_cc):
+    """Random edits of c / sunway program.json, dnnvm kernel.json and program.json, nvdla
+    kernel.json, hostile strings included, resealed: a RetargetError or a run."""
+    _loading_machine(monkeypatch, caching_cc)
+    target = name.split("_")[0]
+    d, x, _ = request.getfixturevalue(f"{target}_artifact")
+    work = _copy(d, tmp_path)
+    rng = random.Random(seed)
+    doc_name = "program.json" if name == "dnnvm_program" else KERNEL_DOCS[name]
+    path = rng.choice(sorted(work.rglob(doc_name)))
+    doc = _mutate_json(json.loads(path.read_text()), rng)
+    if rng.random() < 0.3:          # a hostile string where the code expects a name
+        doc = _plant(doc, rng, rng.choice(["*/ int pwned; /*", "\\\n#include </etc/passwd>",
+                                           "$(touch /tmp/x)", "../../x", "a\"b"]))
+    path.write_text(json.dumps(doc))
+    try:
+        reseal(work)
+    except RetargetError:
+        return
+    got = _guarded_load_and_run(work, x, tmp_path)
+    assert isinstance(got, (RetargetError, dict)), got
+
+
+def _plant(doc, rng, text):
+    """`doc` with one string somewhere replaced by `text`."""
+    if isinstance(doc, dict) and doc:
+        k = rng.choice(sorted(doc))
+        doc[k] = text if isinstance(doc[k], str) else _plant(doc[k], rng, text)
+    elif isinstance(doc, list) and doc:
+        i = rng.randrange(len(doc))
+        doc[i] = text if isinstance(doc[i], str) else _plant(doc[i], rng, text)
+    return doc

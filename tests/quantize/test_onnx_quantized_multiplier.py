@@ -12,6 +12,7 @@ from retarget.errors import InputError, UnsupportedOpError
 from retarget.frontend.onnx import import_model
 from retarget.frontend.onnx_quantized import (convert_quantized, format_qdq_error,
                                               load_quantized, qdq_error)
+from retarget.frontend.ort_check import ort_integer_arithmetic
 from retarget.targets.cpu.reference import run_graph, run_node
 from retarget.zoo.qdq import init, qdq_cnn, qdq_residual, qlinear_conv
 
@@ -31,10 +32,15 @@ def _any_cnn(per_channel):
 
 
 # ---- onnxruntime's own quantiser on a zoo resnet18 -------------------------------------------
+# Two weight ranges: full 8-bit, and onnxruntime's reduce_range (7-bit weights). Which of them
+# onnxruntime computes exactly depends on the CPU (OrtIntegerArithmetic): its AVX2 kernels (and
+# AVX-512 without VNNI) saturate each pair of u8 x s8 products to int16, and 7-bit weights
+# keep every pair within int16, so reduce_range models are exact on every x86-64 CPU.
 @pytest.fixture(scope="module")
 def resnet18_qdq(tmp_path_factory):
-    """{per_channel: QDQ ModelProto}: zoo resnet18@32, BatchNorm folded by onnxruntime's
-    pre-processing, quantised by quantize_static (QDQ, symmetric int8) on random data."""
+    """{(per_channel, reduce_range): QDQ ModelProto}: zoo resnet18@32, BatchNorm folded by
+    onnxruntime's pre-processing, quantised by quantize_static (QDQ, symmetric int8) on random
+    data."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -58,12 +64,14 @@ def resnet18_qdq(tmp_path_factory):
     logging.getLogger().setLevel(logging.ERROR)  # the quantiser's advice on pre-processing
     try:
         for pc in (False, True):
-            quantize_static(str(d / "p.onnx"), str(d / f"q{pc}.onnx"), Reader(),
-                            quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
-                            weight_type=QuantType.QInt8, per_channel=pc,
-                            extra_options={"ActivationSymmetric": True,
-                                           "WeightSymmetric": True})
-            out[pc] = onnx.load(d / f"q{pc}.onnx")
+            for rr in (False, True):
+                path = d / f"q{pc}{rr}.onnx"
+                quantize_static(str(d / "p.onnx"), str(path), Reader(),
+                                quant_format=QuantFormat.QDQ, activation_type=QuantType.QInt8,
+                                weight_type=QuantType.QInt8, per_channel=pc, reduce_range=rr,
+                                extra_options={"ActivationSymmetric": True,
+                                               "WeightSymmetric": True})
+                out[pc, rr] = onnx.load(path)
     finally:
         logging.getLogger().setLevel(level)
     return out
@@ -77,7 +85,7 @@ def _r18_inputs(n, seed=1):
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_resnet18_from_onnxruntime_quantiser_converts_to_multiplier_ops(resnet18_qdq,
                                                                         per_channel):
-    m = resnet18_qdq[per_channel]
+    m = resnet18_qdq[per_channel, False]
     g = load_quantized(m, scales="multiplier")
     ops = _ops(g)
     assert not P2_OPS & set(ops)
@@ -99,37 +107,59 @@ def test_resnet18_from_onnxruntime_quantiser_converts_to_multiplier_ops(resnet18
         assert len(set(rq.inputs[1].const.tolist())) > 1  # really per channel
 
 
-# Measured (onnxruntime 1.32, seeds below): every requantisation is within 1 LSB of the file's
-# float requantisation (mismatch ~0.1 %), but those 1-LSB differences propagate through the
-# 20 layers of a random-weight resnet: max 5 (per-tensor) / 6 (per-channel) output steps of
-# 128, mean ~1.5, top-1 unchanged (the file's own int8 vs its float model differs by ~20 steps).
+# Against the file's ONNX semantics on retarget's reference executor (QuantizeLinear and
+# DequantizeLinear around float convs), measured with onnxruntime 1.32 and the seeds below:
+# every requantisation is within 1 LSB of the file's float requantisation (mismatch ~0.1 %),
+# but those 1-LSB differences propagate through the 20 layers of a random-weight resnet: max 5
+# output steps of 128, mean ~1.9, top-1 unchanged (the file's own int8 vs its float model
+# differs by ~20 steps). No onnxruntime kernel is involved, so the bound holds on every CPU.
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_resnet18_error_against_onnxruntime(resnet18_qdq, per_channel):
-    m = resnet18_qdq[per_channel]
+def test_resnet18_error_against_the_files_semantics(resnet18_qdq, per_channel):
+    m = resnet18_qdq[per_channel, False]
+    g = load_quantized(m, scales="multiplier")
+    feeds = _r18_inputs(4)
+    err = qdq_error(m, g, feeds, against="reference")["output"]
+    print(format_qdq_error({"output": err}, against="reference"))
+    assert err.step is not None and err.elements == 40
+    assert err.max_error <= 10 and err.mean_error <= 3
+    file_graph = import_model(m, simplify=False)
+    for x in feeds:
+        assert run_graph(g, x)["output"].argmax() == run_graph(file_graph, x)["output"].argmax()
+
+
+# Against onnxruntime itself: only where its integer arithmetic is exact, which is every x86-64
+# CPU for 7-bit weights and VNNI / AMX CPUs for 8-bit ones (OrtIntegerArithmetic). Its float
+# ops still round differently from NumPy's, and a near-tie in a QuantizeLinear then flips by an
+# LSB and propagates, so the bound is the one above, not 0. Measured with 7-bit weights: max 6
+# (per-tensor, mean 1.3) / 4 (per-channel, mean 1.7) steps, identical on AVX-512 VNNI and on an
+# emulated Haswell; with 8-bit weights on VNNI 4 / 5 steps. With 8-bit weights on the emulated
+# Haswell (pair-saturating kernels) it grows to 7 / 15 steps (mean 1.5 / 3.2): that part is
+# onnxruntime's, and no bound is claimed for it.
+@pytest.mark.parametrize("reduce_range", [False, True])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_resnet18_error_against_onnxruntime(resnet18_qdq, per_channel, reduce_range):
+    m = resnet18_qdq[per_channel, reduce_range]
     g = load_quantized(m, scales="multiplier")
     feeds = _r18_inputs(4)
     err = qdq_error(m, g, feeds)["output"]
     print(format_qdq_error({"output": err}))
     assert err.step is not None and err.elements == 40
-    assert err.max_error <= 10 and err.mean_error <= 3
-    for x in feeds:
-        got = run_graph(g, x)["output"]
-        want = ort.InferenceSession(m.SerializeToString(),
-                                    providers=["CPUExecutionProvider"]).run(None, x)[0]
-        assert got.argmax() == want.argmax()
+    assert ort_integer_arithmetic().exact_for(m) == (reduce_range or ort_integer_arithmetic().exact)
+    if ort_integer_arithmetic().exact_for(m):
+        assert err.max_error <= 10 and err.mean_error <= 3 and not err.note
+    else:
+        assert "saturate" in err.note
 
 
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_resnet18_each_requantisation_within_one_lsb(resnet18_qdq, per_channel):
     """Teacher-forced: every integer node run on the exact int8 inputs of the file's ONNX
-    semantics (our reference of the QDQ graph, which equals onnxruntime here) is within one
-    LSB of the file's output for that node, and rarely differs at all."""
-    m = resnet18_qdq[per_channel]
+    semantics (our reference of the QDQ graph) is within one LSB of the file's output for that
+    node, and rarely differs at all. No onnxruntime here: the claim is about our integer
+    arithmetic against the file's, on every CPU."""
+    m = resnet18_qdq[per_channel, False]
     x = _r18_inputs(1)[0]
-    ref_g = import_model(m, simplify=False)
-    ref = run_graph(ref_g, x, intermediates=True)
-    np.testing.assert_array_equal(ref["output"], ort.InferenceSession(
-        m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, x)[0])
+    ref = run_graph(import_model(m, simplify=False), x, intermediates=True)
     g = load_quantized(m, scales="multiplier")
     env = {v: v.const for v in g.constants()} | {v: x[v.name] for v in g.inputs}
     checked = differ = total = 0
@@ -147,7 +177,7 @@ def test_resnet18_each_requantisation_within_one_lsb(resnet18_qdq, per_channel):
 
 def test_pow2_format_refuses_onnxruntime_scales(resnet18_qdq):
     with pytest.raises(UnsupportedOpError, match="is not a power of two"):
-        load_quantized(resnet18_qdq[False])
+        load_quantized(resnet18_qdq[False, False])
 
 
 # ---- small models: Conv + MatMul, residual Add, QLinearConv ---------------------------------

@@ -48,14 +48,15 @@ def x_in():
     return {"x": np.random.default_rng(2).standard_normal(SHAPE).astype(np.float32)}
 
 
-def test_values_stay_on_the_device_between_device_regions():
+def test_values_stay_on_the_device_between_device_regions(assert_float_paths_agree):
     toy()
     # conv0 | add1 (cpu) | conv2 conv3 -> one device region after the cpu one
     g = chain("cacc")
     m = retarget.compile(g, "toy", min_region_macs=0)
     assert [r.target for r in m.regions] == ["toy", "cpu", "toy"]
     out = m.run(x_in())
-    np.testing.assert_array_equal(out["v3"], run_graph(g, x_in())["v3"])
+    # the device runs the reference's Conv on its own buffers: not bit for bit on every CPU
+    assert_float_paths_agree(out, run_graph(g, x_in()), g)
     prof = {p.region: p for p in m.profile}
     assert prof["toy_0"].bytes_in == NBYTES and prof["toy_0"].bytes_out == NBYTES
     assert prof["toy_1"].bytes_in == NBYTES and prof["toy_1"].bytes_out == NBYTES

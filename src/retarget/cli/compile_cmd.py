@@ -24,7 +24,8 @@ def add_target_options(p: argparse.ArgumentParser, *, target_required: bool) -> 
     """--target, --config KEY=VALUE, --plugin FILE: shared by compile and the compiled run."""
     p.add_argument("--target", "-t", required=target_required, default=None,
                    help="target name, name:preset, or a .toml/.json config file "
-                        "(see `retarget targets`)")
+                        "(see `retarget targets`); several devices comma-separated, "
+                        "e.g. vta,dnnvm (each node on the first that accepts it, cpu last)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="override a target config field (repeatable)")
     p.add_argument("--plugin", action="append", default=[], metavar="FILE.py",
@@ -41,6 +42,13 @@ def add_verify_option(p: argparse.ArgumentParser) -> None:
 def add_compile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-node", action="append", default=[], metavar="NAME",
                    help="force node(s) onto the CPU; glob patterns allowed (repeatable)")
+    p.add_argument("--pin", action="append", default=[], metavar="PATTERN=DEVICE",
+                   help="run the nodes PATTERN (a name or glob) matches on DEVICE (cpu or one "
+                        "of the --target devices), as tf.device does; refused with the reason "
+                        "if DEVICE cannot run one of them (repeatable)")
+    p.add_argument("--placement", default="first", choices=("first", "cheapest"),
+                   help="with several devices: the first that accepts a node (default), or "
+                        "the one whose cost model prices it lowest")
     p.add_argument("--min-region-macs", type=int, default=None, metavar="N",
                    help="offload only regions of at least N MACs (default: the target's rule)")
     p.add_argument("--calibration", default=None, metavar="FILE.npz",
@@ -56,7 +64,7 @@ def register(subparsers) -> None:
         "compile", help="partition and compile a model for a target",
         description="Partition MODEL between the target and the CPU, lower the offloaded "
                     "regions, print the placement report and write the module artifact.")
-    p.add_argument("model", help="ONNX model file")
+    p.add_argument("model", help="ONNX or TFLite (.tflite) model file")
     add_target_options(p, target_required=True)
     add_compile_options(p)
     p.add_argument("-o", "--output", default=None, metavar="DIR",
@@ -93,7 +101,20 @@ def compile_from_args(args: argparse.Namespace):
     return compile(model, args.target or "cpu", cpu_nodes=args.cpu_node,
                    min_region_macs=args.min_region_macs, config=parse_overrides(args.config),
                    calibration=read_calibration(getattr(args, "calibration", None)),
-                   fusion=getattr(args, "fusion", None))
+                   fusion=getattr(args, "fusion", None), pins=parse_pins(getattr(args, "pin", [])),
+                   placement=getattr(args, "placement", "first"))
+
+
+def parse_pins(items: list[str]) -> dict[str, str]:
+    """--pin PATTERN=DEVICE items as compile()'s pins (the last '=' splits, so a pattern may
+    hold one)."""
+    out = {}
+    for item in items:
+        pattern, sep, device = item.rpartition("=")
+        if not sep or not pattern or not device.strip():
+            raise TargetError(f"--pin {item!r}: expected PATTERN=DEVICE, e.g. '/layer1*=dnnvm'")
+        out[pattern.strip()] = device.strip()
+    return out
 
 
 def read_calibration(path: str | None):
@@ -129,6 +150,8 @@ def run_compile(args: argparse.Namespace) -> int:
             print(line)
     nonfatal(args, "the comparison with the quantised model",
              lambda: _print_prequantized_error(args.model, module))
+    nonfatal(args, "the comparison with the TFLite interpreter",
+             lambda: _print_tflite_deviation(args, module))
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
@@ -184,11 +207,31 @@ def _print_prequantized_error(model_path: str, module) -> None:
           "\n  (4 seeded random inputs; the compiled module equals the integer graph exactly)")
 
 
+def _print_tflite_deviation(args: argparse.Namespace, module) -> None:
+    """For a TFLite int8 model compiled into another number format: per output, how far the
+    module's integer result is from the model's own arithmetic (report/deviation.py), on the
+    calibration inputs or, without them, 8 seeded inputs uniform over the int8 range."""
+    from ..frontend.tflite import io_quantization, is_tflite_path, load_tflite, model_samples
+    fmt = module.target.number_format
+    if not is_tflite_path(args.model) or fmt is None or fmt.name == "int8-tflite":
+        return
+    from ..report.deviation import format_deviation, tflite_deviation
+    calibration = read_calibration(getattr(args, "calibration", None))
+    ref = load_tflite(args.model)
+    inputs = model_samples(ref, calibration, io_quantization(args.model))
+    where = (f"{len(inputs)} calibration inputs" if calibration is not None
+             else f"{len(inputs)} seeded inputs uniform over the int8 range")
+    print(format_deviation(tflite_deviation(module, args.model, inputs, ref),
+                           module.target.name, where) +
+          "\n  (the compiled module itself equals retarget's integer reference of "
+          f"{fmt.name} exactly: `retarget run DIR --check`)")
+
+
 # ---- the compiled run --------------------------------------------------------------------------
 def _check_per_layer(module, inputs, dump: str | None) -> int:
     """`--per-layer`: every hardware layer against the integer reference (1: one differs)."""
     from ..runtime.per_layer import check_layers, format_checks, save_checks
-    if not getattr(module.target, "bit_exact", False):
+    if not module.bit_exact:
         raise InputError(f"--per-layer compares layers bit for bit; target "
                          f"{module.target.name!r} is not bit-exact")
     try:
@@ -200,6 +243,20 @@ def _check_per_layer(module, inputs, dump: str | None) -> int:
         save_checks(checks, dump)
         print(f"wrote {dump}")
     return 0 if all(c.ok for c in checks) else 1
+
+
+def load_artifact(path: Path, args: argparse.Namespace):
+    """The module artifact at `path`: `--config` sets the target's host fields (compiler,
+    flags, build directory, device memory), which an artifact never does; what loading
+    ignored from the artifact is printed as notes on stderr."""
+    import sys
+
+    from ..runtime.module import Module
+    module = Module.load(path, verify=not getattr(args, "no_verify", False),
+                         config=parse_overrides(getattr(args, "config", None) or []))
+    for note in module.notes:
+        print(f"retarget: note: {note}", file=sys.stderr)
+    return module
 
 
 def run_compiled(args: argparse.Namespace) -> int:
@@ -227,10 +284,13 @@ def run_compiled(args: argparse.Namespace) -> int:
         if getattr(args, "input_shape", None):
             raise InputError(f"--input-shape: {path} is a compiled module, whose input shapes "
                              f"were fixed when it was compiled; recompile the model to change them")
+        if getattr(args, "pin", None) or getattr(args, "placement", "first") != "first":
+            raise InputError(f"--pin/--placement: {path} is a compiled module, whose nodes were "
+                             f"placed when it was compiled; recompile the model to change that")
         if getattr(args, "fusion", None):
             raise InputError(f"--fusion: {path} is a compiled module, whose layers were grouped "
                              f"when it was compiled; recompile the model to change that")
-        module = Module.load(path, verify=not getattr(args, "no_verify", False))
+        module = load_artifact(path, args)
     else:
         module = compile_from_args(args)
     # Inputs as `run MODEL` reads them; those not given are seeded random data (a compiled
@@ -252,8 +312,7 @@ def run_compiled(args: argparse.Namespace) -> int:
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the
         # integer graph, which the accelerator must reproduce bit for bit.
-        exact = bool(getattr(module.target, "bit_exact", False))
-        rtol = float(getattr(module.target, "check_rtol", 1e-5))
+        exact, rtol = module.bit_exact, module.check_rtol
         ref = run_graph(module.graph, inputs)
         for name, a in outputs.items():
             r = ref[name]

@@ -35,8 +35,15 @@ def register(subparsers) -> None:
         description="Compile the shipped digits CNN for a simulated accelerator (vta by "
                     "default, or dnnvm), run its held-out set on the simulator and compare "
                     "int8 with float accuracy.")
-    p.add_argument("--target", default="vta", choices=tuple(DEFAULT_PRESET),
-                   help="the target (default: vta)")
+    p.add_argument("--target", default="vta", metavar="|".join(DEFAULT_PRESET),
+                   help="the target (default: vta); or several comma-separated, e.g. "
+                        "vta,dnnvm: each node on the first that accepts it, the cpu last "
+                        "(docs/partitioning.md)")
+    p.add_argument("--pin", action="append", default=[], metavar="PATTERN=DEVICE",
+                   help="with several targets: run the nodes PATTERN matches on DEVICE")
+    p.add_argument("--placement", default="first", choices=("first", "cheapest"),
+                   help="with several targets: the first that accepts a node, or the cheapest "
+                        "by the cycle models")
     p.add_argument("--config", default=None, metavar="PRESET",
                    help="the target's preset (vta: pynq, ultra96, 1x32, 1x64, 2x16; dnnvm: "
                         "zu2, zu9, test) or a .json/.toml target config file (default: pynq / "
@@ -51,13 +58,25 @@ def register(subparsers) -> None:
 
 
 def _target_spec(target: str, config: str | None) -> str:
+    """The compile's target spec: `target` at `config` (or its default preset); several
+    comma-separated targets each at their default preset."""
+    names = [t.strip() for t in target.split(",")]
+    unknown = [t for t in names if t not in DEFAULT_PRESET]
+    if unknown:
+        raise InputError(f"--target {target!r}: {', '.join(unknown)} is not one of "
+                         f"{', '.join(DEFAULT_PRESET)}")
+    if len(names) > 1:
+        if config:
+            raise InputError(f"--config {config!r} with several targets: the demo runs each "
+                             f"at its default preset")
+        return ",".join(_target_spec(t, None) for t in names)
     config = config or DEFAULT_PRESET[target]
     if config is None:
         return target
     return config if config.endswith((".json", ".toml")) else f"{target}:{config}"
 
 
-def _same(out: np.ndarray, ref: np.ndarray, target) -> bool:
+def _same(out: np.ndarray, ref: np.ndarray, target) -> bool:  # a Target or a Module
     """Bit for bit on an integer target; within its check_rtol on a float one."""
     if target.bit_exact:
         return np.array_equal(out, ref)
@@ -83,12 +102,16 @@ def run_demo(args: argparse.Namespace) -> int:
     graph = load_digits_model(batch)
 
     t0 = time.perf_counter()
+    from .compile_cmd import parse_pins
     module = compile(graph, _target_spec(args.target, args.config),
-                     calibration=digits_calibration())
+                     calibration=digits_calibration(), pins=parse_pins(args.pin),
+                     placement=args.placement)
+    several = len(module.targets) > 1
     t_compile = time.perf_counter() - t0
     target = module.target
     kind = getattr(target.config, "target_name", target.description)
-    print(f"digits CNN ({len(x)} held-out 8x8 images) on {target.spec} ({kind}), compiled in "
+    on = module.report.target if several else f"{target.spec} ({kind})"
+    print(f"digits CNN ({len(x)} held-out 8x8 images) on {on}, compiled in "
           f"{t_compile:.2f} s")
     print()
     print(module.report.table())
@@ -110,15 +133,19 @@ def run_demo(args: argparse.Namespace) -> int:
         t_sim += time.perf_counter() - t0
         for prof in module.profile:
             for k, v in prof.counters.items():
+                k = f"{prof.target}.{k}" if several else k   # each device its own counters
                 counters[k] = counters.get(k, 0) + v
+            if several:
+                k = "bytes between devices"
+                counters[k] = counters.get(k, 0) + prof.bytes_between
         ref = run_graph(module.graph, feed)[DIGITS_OUTPUT]
-        exact += n if _same(sim, ref, target) else 0
+        exact += n if _same(sim, ref, module) else 0
         int8_pred.append(np.argmax(sim[:n], axis=1))
     # Where the time goes, per layer, by the cycle model (no data needed); the file options
     # (--csv/--json/--roofline/--trace) write the full report.
     if any(k.report_table() for k in module.kernels.values()):
         emit_report(module, args)              # a target that reports itself (sunway)
-    elif target.bit_exact:
+    elif module.bit_exact and not several:   # one clock: the cycle model's summary
         print(emit_report(module, args, print_table=False).short_summary())
     module.close()
     print()
@@ -132,12 +159,12 @@ def run_demo(args: argparse.Namespace) -> int:
     print()
     print(f"top-1 float (reference)      {acc_float:6.2f} %")
     number = "int8" if target.number_format is not None else "float"
-    device = " simulator" if target.bit_exact else ""     # the float targets run natively
+    device = " simulator" if module.bit_exact else ""     # the float targets run natively
     label = f"top-1 {number} ({'VTA' if args.target == 'vta' else args.target}{device})"
     print(f"{label:<28} {acc_int8:6.2f} %   (difference "
           f"{acc_float - acc_int8:+.2f} points, tolerance {ACCURACY_TOLERANCE})")
-    print(f"bit-exact vs the integer reference: {exact}/{len(x)} images" if target.bit_exact
-          else f"within rtol {target.check_rtol:g} of the reference: {exact}/{len(x)} images")
+    print(f"bit-exact vs the integer reference: {exact}/{len(x)} images" if module.bit_exact
+          else f"within rtol {module.check_rtol:g} of the reference: {exact}/{len(x)} images")
     ok_acc = acc_float - acc_int8 <= ACCURACY_TOLERANCE
     ok_exact = exact == len(x)
     print("demo: OK" if ok_acc and ok_exact else

@@ -61,6 +61,13 @@ def load_model(path: str, input_shape_args: list[str],
                extra_shapes: dict[str, tuple[int, ...]] | None = None) -> Graph:
     """Read, import and simplify an ONNX file, binding input shapes from --input-shape (and
     `extra_shapes`, which --input-shape overrides)."""
+    from ..frontend.tflite import is_tflite_path
+    if is_tflite_path(path):
+        if input_shape_args:
+            raise InputError(f"--input-shape: {path} is a TFLite model, whose input shapes "
+                             f"are fixed in the file")
+        from ..frontend.tflite import load_tflite
+        return load_tflite(path)
     from ..frontend.onnx import import_model, read_onnx
     model = read_onnx(path)
     shapes = dict(extra_shapes or {})

@@ -98,8 +98,7 @@ def register(subparsers) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..runtime.module import Module
-    from .compile_cmd import compile_from_args, load_plugins
+    from .compile_cmd import compile_from_args, load_artifact, load_plugins
     _check_paths(args)
     path = Path(args.model)
     if path.is_dir():
@@ -107,7 +106,7 @@ def run_report(args: argparse.Namespace) -> int:
         if args.target:
             raise TargetError(f"{path} is a compiled module (for its own target); "
                               f"--target applies to model files only")
-        module = Module.load(path, verify=not args.no_verify)
+        module = load_artifact(path, args)
     else:
         if not args.target:
             raise InputError(f"{path} is a model file: give --target (e.g. --target vta) to "

@@ -54,6 +54,10 @@ def register(subparsers) -> None:
     p.add_argument("--dump-layers", default=None, metavar="FILE.npz",
                    help="with --per-layer: save every hardware layer's output")
     p.add_argument("--profile", action="store_true", help="with --target: print the profile")
+    p.add_argument("--check-litert", action="store_true",
+                   help="without --target, for a .tflite model: also run it on LiteRT's "
+                        "reference kernels and compare each output exactly (exit status 1 "
+                        "when one differs)")
     p.add_argument("--check-ort", action="store_true",
                    help="without --target: also run the model on onnxruntime and compare each "
                         "output (exit status 1 beyond --ort-tolerance)")
@@ -73,10 +77,19 @@ def run_model(args: argparse.Namespace) -> int:
     if wants_report(args):
         raise InputError("--report/--csv/--json/--roofline/--trace time a compiled module: "
                          "give --target vta (or a compiled module directory)")
-    from ..frontend.onnx import read_onnx
-    model = read_onnx(args.model)
-    given = read_input_files(args.input, model_input_names(model))
-    graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
+    from ..frontend.tflite import is_tflite_path
+    if is_tflite_path(args.model):
+        if args.check_ort:
+            raise InputError(f"--check-ort runs onnxruntime on an ONNX file; {args.model} is "
+                             f"a TFLite model (--check-litert compares with LiteRT)")
+        model = None
+        graph = load_model(args.model, args.input_shape)
+        given = read_input_files(args.input, [v.name for v in graph.inputs])
+    else:
+        from ..frontend.onnx import read_onnx
+        model = read_onnx(args.model)
+        given = read_input_files(args.input, model_input_names(model))
+        graph = load_model(args.model, args.input_shape, _dynamic_bindings(model, given))
     inputs = complete_inputs(graph, given, args.random, args.seed)
     from ..targets.cpu.reference import run_graph
     outputs = run_graph(graph, inputs)
@@ -84,11 +97,33 @@ def run_model(args: argparse.Namespace) -> int:
     if args.output:
         save_outputs(outputs, args.output)
         print(f"wrote {args.output}")
+    if getattr(args, "check_litert", False):
+        return _check_litert(args.model, inputs, outputs)
     if args.check_ort:
         diffs = compare_with_onnxruntime(model, inputs, outputs, args.ort_tolerance)
         print(format_diffs(diffs))
         return 0 if all(d.ok for d in diffs) else 1
     return 0
+
+
+def _check_litert(path: str, inputs: dict, outputs: dict) -> int:
+    """--check-litert: the reference's outputs against LiteRT's reference kernels, exactly
+    (retarget's int8-tflite arithmetic is theirs, docs/quantization.md)."""
+    from ..frontend.litert_check import litert_outputs
+    from ..frontend.tflite import is_tflite_path
+    if not is_tflite_path(path):
+        raise InputError(f"--check-litert runs LiteRT on a .tflite file; {path} is not one")
+    theirs = litert_outputs(Path(path).read_bytes(), inputs)
+    ok = True
+    for name, ours in outputs.items():
+        ref = theirs[name]
+        same = ours.shape == ref.shape and bool(np.array_equal(ours, ref))
+        diff = "" if same or ours.shape != ref.shape else \
+            f" (max |diff| {np.abs(ours.astype(np.float64) - ref).max():g})"
+        print(f"check-litert {name}: {'bit-exact with' if same else 'DIFFERS from'} LiteRT's "
+              f"reference kernels{diff}")
+        ok &= same
+    return 0 if ok else 1
 
 
 def _load_array_file(path: str, item: str):

@@ -48,13 +48,39 @@ def read_onnx(path) -> onnx.ModelProto:
     if not head:
         raise ModelLoadError(f"{path}: the file is empty, not an ONNX model")
     try:
-        model = onnx.load(str(path))
-    except Exception as e:  # protobuf DecodeError, external-data OSError, ...
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # protobuf DecodeError, ...
         kind = "a text file" if _looks_like_text(head) else "truncated or corrupt"
         raise ModelLoadError(f"{path}: not a readable ONNX model ({kind}): "
                              f"{type(e).__name__}: {e}") from None
+    _load_external_data(model, path)
     _validate(model, str(path), _looks_like_text(head), path=str(path))
     return model
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Read the tensors a model keeps in files beside it (ONNX external data), after checking
+    that each `location` is a regular file inside the model's directory: a location such as
+    '../secret.bin', an absolute path or a symlink leading out is refused by name."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    base = path.parent.resolve()
+    external = [t for t in _get_all_tensors(model) if uses_external_data(t)]
+    for t in external:
+        location = next((e.value for e in t.external_data if e.key == "location"), "")
+        target = (base / location).resolve()
+        if not location or Path(location).is_absolute() or not target.is_relative_to(base):
+            raise ModelLoadError(f"{path}: tensor {t.name!r}: external data location "
+                                 f"{location!r} escapes the model's directory {base} (only "
+                                 f"files inside it are read)")
+        if not target.is_file():
+            raise ModelLoadError(f"{path}: tensor {t.name!r}: external data file {location!r} "
+                                 f"is missing or not a regular file (in {base})")
+    if external:
+        try:
+            onnx.load_external_data_for_model(model, str(base))
+        except Exception as e:   # offsets or lengths beyond the file, unreadable file, ...
+            raise ModelLoadError(f"{path}: the model's external data (files beside it) is "
+                                 f"unreadable: {type(e).__name__}: {e}") from None
 
 
 def _looks_like_text(head: bytes) -> bool:

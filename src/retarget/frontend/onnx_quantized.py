@@ -52,6 +52,7 @@ from ..ops.quantized import (ACCUMULATING_OPS, INT8_MAX, INT8_MIN, ROUNDINGS, de
                              multiplier_shift)
 from ..passes.dce import eliminate_dead_code_inplace
 from ..passes.infer_shapes import infer_shapes
+from .ort_check import ort_integer_arithmetic
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear", "QLinearConv")
 SCALES = ("pow2", "multiplier")
@@ -481,6 +482,7 @@ class QdqError:
     mismatch: float
     elements: int
     step: float | None
+    note: str = ""          # why part of the error may be the runtime's (see OrtIntegerArithmetic)
 
     def __str__(self) -> str:
         unit = "steps" if self.step is not None else "(absolute)"
@@ -523,23 +525,46 @@ def _output_step(model: onnx.ModelProto, name: str, shape) -> np.ndarray | float
     return s.astype(np.float64).reshape(bshape)
 
 
+AGAINST = ("onnxruntime", "reference")
+
+
 def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
-              Sequence[Mapping[str, np.ndarray]]) -> dict[str, QdqError]:
+              Sequence[Mapping[str, np.ndarray]], against: str = "onnxruntime"
+              ) -> dict[str, QdqError]:
     """Per graph output, the error of `graph` (a converted QDQ model, run on retarget's
-    reference executor) against onnxruntime's run of `model` (the QDQ file: path or
-    ModelProto) on the same `inputs` (one name -> array dict, or a list of them): max and mean
-    absolute error in units of the output's quantisation step (absolute where the output is
-    not quantised) and the fraction of elements that differ. This is the number to quote for
+    reference executor) against a run of `model` (the QDQ file: path or ModelProto) on the
+    same `inputs` (one name -> array dict, or a list of them): max and mean absolute error in
+    units of the output's quantisation step (absolute where the output is not quantised) and
+    the fraction of elements that differ.
+
+    `against="onnxruntime"` runs the file in onnxruntime: the number to quote for
     scales="multiplier" ("error against onnxruntime's own result on the same file"); with
-    power-of-two scales and half-even rounding it is 0."""
+    power-of-two scales and half-even rounding it is 0 where onnxruntime's integer kernels are
+    exact (see OrtIntegerArithmetic: not on AVX2 without VNNI). `against="reference"` runs the
+    file's own ONNX semantics (QuantizeLinear / DequantizeLinear around float ops) on
+    retarget's reference executor instead, which gives the same numbers on every CPU."""
     from ..targets.cpu.reference import run_graph
-    from .onnx import read_onnx
+    from .onnx import import_model, read_onnx
     from .ort_check import matching_output, run_onnxruntime
+    if against not in AGAINST:
+        raise InputError(f"qdq_error: against={against!r} is not one of {', '.join(AGAINST)}")
     proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
+    note = ""
+    if against == "onnxruntime":
+        arith = ort_integer_arithmetic()
+        note = "" if arith.exact_for(proto) else str(arith)
+
+        def run_file(feed):
+            return run_onnxruntime(proto, feed)
+    else:
+        file_graph = import_model(proto, simplify=False)
+
+        def run_file(feed):
+            return run_graph(file_graph, feed)
     batches = [inputs] if isinstance(inputs, Mapping) else list(inputs)
     acc: dict[str, list] = {}
     for feed in batches:
-        want = run_onnxruntime(proto, feed)
+        want = run_file(feed)
         got = run_graph(graph, feed)
         for name, a in got.items():
             b = matching_output(want, name, a.shape)
@@ -559,10 +584,16 @@ def qdq_error(model, graph: Graph, inputs: Mapping[str, np.ndarray] |
         n = int(d.size)
         out[name] = QdqError(name, float(d.max()) if n else 0.0, float(d.mean()) if n else 0.0,
                              float(differs.mean()) if n else 0.0, n,
-                             None if step is None else float(np.max(step)))
+                             None if step is None else float(np.max(step)), note)
     return out
 
 
-def format_qdq_error(errors: Mapping[str, QdqError]) -> str:
-    return "\n".join(["error against onnxruntime's result on the same file:"] +
-                     [f"  {e}" for e in errors.values()])
+def format_qdq_error(errors: Mapping[str, QdqError], against: str = "onnxruntime") -> str:
+    """The errors of `qdq_error(..., against)`, one line each, and a last line with the note
+    where onnxruntime's integer kernels are not exact for this model on this CPU (part of the
+    error is then onnxruntime's)."""
+    head = ("error against the file's ONNX semantics on the reference executor:"
+            if against == "reference" else "error against onnxruntime's result on the same file:")
+    notes = sorted({e.note for e in errors.values() if e.note})
+    return "\n".join([head] + [f"  {e}" for e in errors.values()] +
+                     [f"  note: {n}" for n in notes])

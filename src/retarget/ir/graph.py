@@ -53,6 +53,15 @@ def _copy_attr(a):
     return a  # ints, floats, strings, tuples: immutable
 
 
+def fresh_name(base: str, taken: set[str]) -> str:
+    """`base`, or `base_1`, `base_2`, ... the first not in `taken`; added to `taken`."""
+    name, i = base, 1
+    while name in taken:
+        name, i = f"{base}_{i}", i + 1
+    taken.add(name)
+    return name
+
+
 def constant(name: str, array) -> Value:
     """A constant Value holding `array` (kept as given; dtype must be one the IR accepts)."""
     array = np.asarray(array)

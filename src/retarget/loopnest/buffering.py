@@ -393,7 +393,7 @@ def merge_adjacent_copies(stmts: Sequence[Stmt]) -> tuple[Stmt, ...]:
     return tuple(out)
 
 
-def _fresh(base: str, taken: set[str]) -> str:
+def fresh_name(base: str, taken: set[str]) -> str:
     name, n = base, 2
     while name in taken:
         name, n = f"{base}{n}", n + 1
@@ -410,7 +410,7 @@ class NestReport:
     folded: tuple[str, ...] = ()              # tensors whose init became a buffer fill
 
 
-def _dense(op: Operand, inner: frozenset[str]) -> bool:
+def writes_whole_box(op: Operand, inner: frozenset[str]) -> bool:
     """Whether the band writes every element of the box (so no get is needed before a put):
     each dimension's inner part is one inner variable with coefficient +-1, or none."""
     seen: list[str] = []
@@ -420,6 +420,22 @@ def _dense(op: Operand, inner: frozenset[str]) -> bool:
             return False
         seen += [v for v, _ in terms]
     return len(op.accesses) == 1 and len(seen) == len(set(seen))
+
+
+def local_buffer(op: Operand, inner: Mapping[str, int], outer_vars: frozenset[str], name: str
+                 ) -> tuple[Tensor, Access, dict[Access, Access]]:
+    """The local buffer `name` holding the box of `op` that the loops `inner` (var -> extent)
+    sweep for fixed values of the loops `outer_vars`: the buffer, the access where the box
+    starts in the tensor (the copy's main-memory side), and each of `op`'s accesses rewritten
+    into the buffer."""
+    spans = box(op, inner)
+    buf = Tensor(name, tuple(n for _, n in spans), op.tensor.dtype, "local")
+    outer_part = [Affine(tuple((v, c) for v, c in i.terms if v in outer_vars))
+                  for i in op.accesses[0].index]
+    rewritten = {acc: buf[tuple(i - o - lo for i, o, (lo, _) in zip(acc.index, outer_part, spans))]
+                 for acc in op.accesses}
+    start = op.tensor[tuple(o + lo for o, (lo, _) in zip(outer_part, spans))]
+    return buf, start, rewritten
 
 
 def buffer_nest(band: Band, capacity_bytes: int, *, fill: Mapping[str, float] | None = None,
@@ -446,7 +462,7 @@ def buffer_nest(band: Band, capacity_bytes: int, *, fill: Mapping[str, float] | 
         elif b == a.extent:
             inner.append(Axis(a.var, a.extent))
         else:
-            vo, vi = _fresh(f"{a.var}_o", taken), _fresh(f"{a.var}_i", taken)
+            vo, vi = fresh_name(f"{a.var}_o", taken), fresh_name(f"{a.var}_i", taken)
             outer.append((vo, a.extent // b))
             inner.append(Axis(vi, b))
             at[a.var] = Affine.of(vo) * b + vi
@@ -463,26 +479,20 @@ def buffer_nest(band: Band, capacity_bytes: int, *, fill: Mapping[str, float] | 
     post: dict[int, list[Stmt]] = {}
     locals_, local_of = [], {}
     for op in ops:
-        spans = box(op, inner_ext)
-        shape = tuple(n for _, n in spans)
-        name = _fresh(f"{op.key.replace('.', '_')}_local", taken | tensor_names)
+        name = fresh_name(f"{op.key.replace('.', '_')}_local", taken | tensor_names)
         tensor_names.add(name)
         taken.add(name)
-        buf = Tensor(name, shape, op.tensor.dtype, "local")
+        buf, start, rewritten = local_buffer(op, inner_ext, outer_vars, name)
+        shape = buf.shape
         locals_.append(buf)
-        outer_part = [Affine(tuple((v, c) for v, c in i.terms if v in outer_vars))
-                      for i in op.accesses[0].index]
-        for acc in op.accesses:
-            local_of[acc] = buf[tuple(i - o - lo
-                                      for i, o, (lo, _) in zip(acc.index, outer_part, spans))]
-        start = op.tensor[tuple(o + lo for o, (lo, _) in zip(outer_part, spans))]
+        local_of.update(rewritten)
         origin = buf[(0,) * len(shape)]
         d = depths[op.key]
         if op.tensor.name in fill:
-            fv = [_fresh(f"{buf.name}_f{k}", taken) for k in range(len(shape))]
+            fv = [fresh_name(f"{buf.name}_f{k}", taken) for k in range(len(shape))]
             init = Store(buf[tuple(fv)], Const(fill[op.tensor.name]))
             pre.setdefault(d, []).extend(nest([Axis(v, n) for v, n in zip(fv, shape)], (init,)))
-        elif op.reads or (op.writes and not _dense(op, frozenset(inner_ext))):
+        elif op.reads or (op.writes and not writes_whole_box(op, frozenset(inner_ext))):
             pre.setdefault(d, []).append(Copy(origin, start, shape))
         if op.writes:
             post.setdefault(d, []).append(Copy(start, origin, shape))

@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, ShapeError
-from ..ir.graph import Graph, Node, Value, constant
+from ..ir.graph import Graph, Node, Value, constant, fresh_name
 from ..ops.quantized import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, LRN_LUT_ENTRIES,
                              MAX_MULTIPLIER, multiplier_shift, quantize_p2)
 from ..ops.registry import resolve_attrs
@@ -233,11 +233,7 @@ class _Rewriter:
         self.absorbed: set[int] = set()  # activation nodes folded into a requantisation
 
     def _name(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.taken:
-            name, i = f"{base}_{i}", i + 1
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
     def _emit(self, op: str, name: str, inputs, out_name: str, *, replaces: bool = False,
               out_is_own: bool = False, **attrs) -> Value:

@@ -312,6 +312,12 @@ def module_report(module, profile=None) -> ModuleReport:
         raise TargetError(f"no cycle model for this module's target {module.target.name!r}: "
                           f"{what}; the report covers regions offloaded to an accelerator "
                           f"with a cycle model")
+    devices = sorted({r.target for r in modelled})
+    if len(devices) > 1:
+        raise TargetError(f"the cycle-model report of a module on several devices "
+                          f"({', '.join(devices)}) is not implemented: their cycles run at "
+                          f"different clocks and share no roofline; compile for one device to "
+                          f"see its layers (the placement report and --profile cover several)")
     network = total_row([r.total for r in modelled], name="network", cycles=clock)
     return ModuleReport(module.target.spec, module.target.config, _frames(module.graph),
                         regions, network)

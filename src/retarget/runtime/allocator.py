@@ -31,6 +31,9 @@ class Allocation:
     start: int
     size: int
     reserved: int
+    # Which allocation this is: unique per allocator, never reused, so a handle that recorded
+    # an allocation can tell it from a later one at the same address (a stale handle).
+    serial: int = 0
 
     @property
     def end(self) -> int:
@@ -67,7 +70,7 @@ def _is_power_of_two(n: int) -> bool:
     return n > 0 and n & (n - 1) == 0
 
 
-def _round_up(n: int, multiple: int) -> int:
+def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
@@ -90,6 +93,7 @@ class BestFitAllocator:
         self._used = 0
         self._requested = 0
         self._peak_used = 0
+        self._serial = 0
 
     # ---- allocation ----------------------------------------------------------------------------
 
@@ -102,13 +106,13 @@ class BestFitAllocator:
         if isinstance(align, bool) or not isinstance(align, int) or not _is_power_of_two(align):
             raise DeviceError(f"malloc({nbytes}, align={align!r}): alignment must be a power of two")
         align = max(align, self.alignment)
-        reserved = _round_up(nbytes, self.alignment)
+        reserved = round_up(nbytes, self.alignment)
 
         best_index = -1
         best_size = 0
         best_start = 0
         for i, (start, size) in enumerate(self._free):
-            aligned = _round_up(start, align)
+            aligned = round_up(start, align)
             if aligned + reserved <= start + size and (best_index < 0 or size < best_size):
                 best_index, best_size, best_start = i, size, aligned
         if best_index < 0:
@@ -125,7 +129,8 @@ class BestFitAllocator:
             leftovers.append((best_start + reserved, block_end - best_start - reserved))
         self._free[best_index:best_index + 1] = leftovers
 
-        self._live[best_start] = Allocation(best_start, nbytes, reserved)
+        self._serial += 1
+        self._live[best_start] = Allocation(best_start, nbytes, reserved, self._serial)
         bisect.insort(self._live_starts, best_start)
         self._used += reserved
         self._requested += nbytes

@@ -30,15 +30,15 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..errors import ModelLoadError, RetargetError
+from ..errors import ModelLoadError, RetargetError, TargetError
 from ..ir.serialize import ARRAY_FILE_ERRORS, load_graph, read_versioned_json, save_graph
 from ..ir.verify import verify as verify_graph
 from ..passes.partition import FusedGroup, NodePlacement, PlacementReport
-from ..targets.base import Region
+from ..targets.base import Region, Target
 from ..targets.registry import target_class, target_names
 
 FORMAT = "retarget-module"
@@ -71,8 +71,11 @@ def save_module(module, directory: str | Path) -> Path:
         regions.append(entry)
     t = module.target
     manifest = {"format": FORMAT, "version": VERSION,
-                "target": {"name": t.name, "preset": t.preset_name, "config": t.config_dict()},
+                "target": {"name": t.name, "preset": t.preset_name, "config": t.program_config()},
                 "graph": GRAPH_FILE, "regions": regions, "report": module.report.to_dict()}
+    if len(module.targets) > 1:   # several devices: each one's target as "target" records it
+        manifest["devices"] = [{"name": d.name, "preset": d.preset_name,
+                                "config": d.config_dict()} for d in module.targets.values()]
     for name, a in consts.items():
         if weights[name] is not a:
             raise RetargetError(f"a kernel replaced graph constant {name!r} in the weight store; "
@@ -121,9 +124,13 @@ def _sha256(path: Path, limit: int | None = None) -> str:
     return h.hexdigest()
 
 
-def load_module(directory: str | Path, verify: bool = True):
+def load_module(directory: str | Path, verify: bool = True,
+                config: Mapping[str, Any] | None = None):
     """Read an artifact directory written by save_module. `verify=False` skips the SHA-256
-    comparison (sizes, file kinds and every structural check still run)."""
+    comparison (sizes, file kinds and every structural check still run). `config`: the
+    target's host fields (its `host_fields`: compiler, flags, build directory, device memory)
+    for this machine; the artifact's own values for them are ignored (module.notes says
+    which)."""
     from .module import Module
     src = Path(directory)
     manifest = _read_manifest(src)
@@ -135,11 +142,13 @@ def load_module(directory: str | Path, verify: bool = True):
     except ARRAY_FILE_ERRORS as e:
         raise ModelLoadError(f"{src / 'weights.npz'}: not a readable .npz of arrays ({e})") from None
     t = manifest["target"]
-    try:
-        target = target_class(t["name"])(preset=t.get("preset")).with_overrides(
-            _jsonable_config(t["config"]))
-    except RetargetError as e:
-        raise ModelLoadError(f"{src / MANIFEST}: target {t['name']!r}: {e}") from None
+    target, notes = _target(src, t["name"], t.get("preset"), t["config"], config or {})
+    targets = {target.name: target}
+    for d in _devices(src, manifest)[1:]:   # a module compiled for several devices
+        host = {k: v for k, v in (config or {}).items()
+                if k in target_class(d["name"]).host_fields}
+        targets[d["name"]], more = _target(src, d["name"], d.get("preset"), d["config"], host)
+        notes += more
     graph = load_graph(src / _plain_name(manifest["graph"]), allowed_arrays=manifest["files"])
     try:
         verify_graph(graph)
@@ -152,9 +161,9 @@ def load_module(directory: str | Path, verify: bool = True):
     for e, r in zip(manifest["regions"], regions):
         if r.target == "cpu":
             continue
-        if r.target != target.name:
+        if r.target not in targets:
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} is for target "
-                                 f"{r.target!r}, the module's target is {target.name!r}")
+                                 f"{r.target!r}, the module's targets are {sorted(targets)}")
         if not isinstance(e.get("kernel"), dict):
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel spec")
         kdir = src / "kernels" / _plain_name(r.name)
@@ -162,7 +171,7 @@ def load_module(directory: str | Path, verify: bool = True):
             raise ModelLoadError(f"{src / MANIFEST}: region {r.name!r} has no kernel files "
                                  f"(kernels/{r.name}/ is not in the artifact)")
         try:
-            kernels[r.name] = target.load_kernel(kdir, e["kernel"], weights)
+            kernels[r.name] = targets[r.target].load_kernel(kdir, e["kernel"], weights)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError,
                 RecursionError, OSError) as err:
             # Everything in an artifact is input: a kernel loader that trips over a damaged
@@ -176,11 +185,58 @@ def load_module(directory: str | Path, verify: bool = True):
                             int(g["alone_cycles"])) for g in rep.get("fused", [])]
         report = PlacementReport(rep["target"], [NodePlacement(**n) for n in rep["nodes"]],
                                  int(rep["summary"]["regions"]), int(rep["summary"]["bytes_crossing"]),
-                                 str(rep.get("fusion", "none")), fused)
-    except (KeyError, TypeError, ValueError) as e:
+                                 str(rep.get("fusion", "none")), fused,
+                                 int(rep.get("bytes_between_devices", 0)),
+                                 str(rep.get("choice", "first")))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise ModelLoadError(f"{src / MANIFEST}: malformed placement report "
                              f"({type(e).__name__}: {e})") from None
-    return Module(graph, target, regions, kernels, report)
+    return Module(graph, target, regions, kernels, report, targets=targets, notes=notes)
+
+
+def _target(src: Path, name: str, preset: str | None, recorded: dict,
+            host: Mapping[str, Any]) -> tuple[Target, list[str]]:
+    """The artifact's target: its preset and recorded program fields, with the host fields
+    (`Target.host_fields`) from the target's defaults, the environment and `host` (the
+    caller's options) — never from the artifact. Returns it with a note per recorded host
+    field that differs from what is used."""
+    cls = target_class(name)
+    fixed = sorted(set(host) - set(cls.host_fields))
+    if fixed:
+        raise TargetError(f"target {name!r}: config field(s) {fixed} of a compiled module are "
+                          f"fixed by its program (recompile to change them); a loaded module "
+                          f"takes only {sorted(cls.host_fields) or 'no fields'}")
+    if preset is not None and preset not in cls.presets:
+        raise ModelLoadError(f"{src / MANIFEST}: target {name!r} has no preset {preset!r}")
+    target = cls(preset=preset)    # the preset's host fields, then the environment's
+    try:
+        target = target.with_overrides(
+            {k: v for k, v in _jsonable_config(recorded).items() if k not in cls.host_fields})
+    except RetargetError as e:
+        raise ModelLoadError(f"{src / MANIFEST}: target {name!r}: {e}") from None
+    target = target.with_overrides(dict(host))
+    notes = []
+    for k in sorted(set(recorded) & set(cls.host_fields)):
+        used = getattr(target.config, k)
+        if recorded[k] != used:
+            var = cls.host_fields[k]
+            notes.append(f"{src / MANIFEST}: ignored target config {k}={recorded[k]!r}: an "
+                         f"artifact never chooses what runs on the loading machine; using "
+                         f"{k}={used!r} (from the target's default"
+                         f"{', ' + var if var else ''} or --config {k}=...)")
+    return target, notes
+
+
+def _devices(src: Path, m: dict) -> list[dict]:
+    """The optional "devices" list of a module compiled for several targets, each entry
+    checked as "target" is; the first must be the module's target."""
+    devices = m.get("devices", [])
+    if not isinstance(devices, list) or (devices and devices[0] != m["target"]):
+        raise _fail(src, "'devices' must list every target of the module, the first being "
+                         "'target'")
+    for d in devices:   # each entry as _check_manifest checks "target"
+        _check_manifest(src, {**m, "target": d})
+    return devices
 
 
 def _read_manifest(src: Path) -> dict:

@@ -60,7 +60,7 @@ import numpy as np
 
 from ..errors import DeviceError, RetargetError
 from ..limits import check_tensor_bytes
-from .allocator import Allocation, AllocatorStats, BestFitAllocator
+from .allocator import Allocation, AllocatorStats, BestFitAllocator, round_up
 from .threads import blas_threads, default_blas_threads
 
 DevicePtr = int  # a byte address in the device's memory
@@ -98,6 +98,7 @@ class DeviceStats:
     tasks_completed: int
     tasks_queued: int
     execute_seconds: float
+    backing_bytes: int = 0         # host memory backing the device memory now (it grows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,17 @@ class TaskMemory:
                 f"(its allocations: {given}); 0x{start:x} is {self.describe(start)}")
 
 
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """What a loaded handle (a program, a library) was given: named allocations that must
+    still be the same live allocations whenever a task uses the handle."""
+    what: str                                    # "vta program at 0x40", for messages
+    parts: tuple[tuple[str, Allocation], ...]    # ("DRAM image", the allocation), ...
+
+
 POISON = 0xDB   # what freed device memory is filled with
+# Host memory a device starts with; it grows (doubling) as allocations need more (_grow).
+INITIAL_BACKING = 1 << 20
 # A task argument any kernel may carry: a tuple of pointers to further allocations the task may
 # touch besides its kernel's pointer arguments (e.g. the DRAM image a VTA stream reads and writes).
 MEMORY_ARG = "memory"
@@ -237,9 +248,15 @@ class SimulatedDevice(Device):
         elif isinstance(kernels, str) or not all(isinstance(k, str) for k in kernels):
             raise TypeError(f"{cls.__name__}.kernels must be a mapping or a tuple of kernel names")
 
+    # The task argument that names a handle from `hold` (a loaded program or library); a task
+    # carrying it is refused at submit and at execution if the handle is stale.
+    handle_arg: ClassVar[str | None] = None
+
     def __init__(self, **options):
         # Reentrant: a runtime holds it around a whole kernel run, whose calls take it again.
         self.lock = threading.RLock()
+        self._holdings: dict[int, Holding] = {}
+        self._next_handle = 1
         self.task_memory: TaskMemory | None = None   # set only while a task executes
         self.options: dict[str, Any] = dict(self.default_options)
         self._memory = np.zeros(0, dtype=np.uint8)
@@ -284,8 +301,34 @@ class SimulatedDevice(Device):
         allocator = BestFitAllocator(size, merged["alignment"])  # validates alignment
         self.options = merged
         self._allocator = allocator
-        # np.zeros maps pages lazily, so a large simulated DRAM costs only what is touched.
-        self._memory = np.zeros(size, dtype=np.uint8)
+        # `memory_bytes` is the device's address space; host memory backs only what has been
+        # allocated (see _grow), so a 2 GiB device running a 40 KiB model takes a megabyte.
+        self._memory = self._new_memory(min(size, INITIAL_BACKING))
+        self.memory_moved()
+
+    def _new_memory(self, nbytes: int) -> np.ndarray:
+        """Zeroed host memory backing device addresses [0, nbytes) (a subclass may align it)."""
+        return np.zeros(nbytes, dtype=np.uint8)
+
+    def memory_moved(self) -> None:
+        """Hook: `self._memory` is a new array (configured, or grown to hold a new allocation);
+        a simulator holding the old one re-points to it here. Called outside any task."""
+
+    def _grow(self, end: int) -> None:
+        """Back device addresses [0, end) with host memory: at least double the backing, at
+        most the device's size, the contents kept."""
+        if end <= self._memory.size:
+            return
+        size = min(self.allocator.capacity, round_up(max(end, 2 * self._memory.size), 4096))
+        try:
+            grown = self._new_memory(size)
+        except MemoryError:
+            raise DeviceError(f"{self.name}: the host cannot back {size} bytes of device memory "
+                              f"(an allocation ends at 0x{end:x}); the device's address space "
+                              f"is {self.allocator.capacity} bytes") from None
+        grown[:self._memory.size] = self._memory
+        self._memory = grown
+        self.memory_moved()
 
     @property
     def allocator(self) -> BestFitAllocator:
@@ -297,9 +340,15 @@ class SimulatedDevice(Device):
     @_locked
     def malloc(self, nbytes: int, align: int = 64) -> DevicePtr:
         try:
-            return self.allocator.malloc(nbytes, align)
+            ptr = self.allocator.malloc(nbytes, align)
         except DeviceError as e:
             raise DeviceError(f"{self.name}: {e}") from None
+        try:
+            self._grow(ptr + round_up(nbytes, self.allocator.alignment))
+        except DeviceError:
+            self.allocator.free(ptr)
+            raise
+        return ptr
 
     @_locked
     def free(self, ptr: DevicePtr) -> None:
@@ -382,6 +431,53 @@ class SimulatedDevice(Device):
                               f"{ptr + nbytes - allocation.end} bytes")
         return ptr
 
+    # ---- handles -------------------------------------------------------------------------------
+
+    @_locked
+    def hold(self, what: str, parts: Mapping[str, DevicePtr]) -> int:
+        """A handle bound to the live allocations starting at `parts`' pointers (name ->
+        pointer), for a loaded program or library: `check_held` refuses it once any of them
+        was freed, even if the memory was allocated again to someone else."""
+        held = []
+        for part, ptr in parts.items():
+            allocation = self.allocator.allocation_at(ptr) if _is_address(ptr) else None
+            if allocation is None or allocation.start != ptr:
+                raise DeviceError(f"{self.name}: {what}: its {part} at {ptr!r} is not a live "
+                                  f"allocation")
+            held.append((part, allocation))
+        handle = self._next_handle
+        self._next_handle += 1
+        self._holdings[handle] = Holding(what, tuple(held))
+        return handle
+
+    @_locked
+    def drop(self, handle: int) -> Holding:
+        """Forget a handle (its allocations are the caller's to free)."""
+        holding = self._holdings.pop(handle, None) if _is_address(handle) else None
+        if holding is None:
+            raise DeviceError(f"{self.name}: no loaded handle {handle!r}")
+        return holding
+
+    @_locked
+    def check_held(self, handle: Any, label: str = "") -> Holding:
+        """The holding of `handle`, refused (DeviceError naming the freed allocation) when it
+        is unknown or any of its allocations is no longer the one it was given."""
+        where = f"{self.name}: {label + ': ' if label else ''}"
+        holding = self._holdings.get(handle) if _is_address(handle) else None
+        if holding is None:
+            raise DeviceError(f"{where}handle {handle!r} is not loaded on this device "
+                              f"(unloaded, or never loaded here)")
+        for part, a in holding.parts:
+            now = self.allocator.allocation_at(a.start)
+            if now is None or now.serial != a.serial:
+                reused = (f"; that memory now belongs to allocation #{now.serial} ({now.size} "
+                          f"bytes)" if now is not None else
+                          f"; that memory is {self.allocator.describe(a.start)}")
+                raise DeviceError(f"{where}{holding.what} (handle {handle}) is stale: its "
+                                  f"{part}, allocation #{a.serial} at 0x{a.start:x} ({a.size} "
+                                  f"bytes), was freed{reused}; load it again")
+        return holding
+
     # ---- tasks ---------------------------------------------------------------------------------
 
     def pointer_args(self, kernel: str) -> tuple[str, ...]:
@@ -414,6 +510,8 @@ class SimulatedDevice(Device):
             if self.allocator.allocation_at(ptr) is None:
                 raise DeviceError(f"{self.name}: {label}: '{MEMORY_ARG}' pointer 0x{ptr:x} is "
                                   f"{self.allocator.describe(ptr)}, not inside a live allocation")
+        if self.handle_arg is not None and self.handle_arg in args:
+            self.check_held(args[self.handle_arg], label)
         for arg in self.pointer_args(task.kernel):
             if arg not in args:
                 raise DeviceError(f"{self.name}: {label}: missing pointer argument '{arg}'")
@@ -439,6 +537,8 @@ class SimulatedDevice(Device):
             start = time.perf_counter()
             self.task_memory = self._task_memory(task)
             try:
+                if self.handle_arg is not None and self.handle_arg in task.args:
+                    self.check_held(task.args[self.handle_arg], f"task '{task.name}'")
                 with blas_threads(self.options["blas_threads"]):
                     counters = self.execute(task)
             except KeyboardInterrupt:
@@ -511,8 +611,9 @@ class SimulatedDevice(Device):
             tasks_completed=len(self.history),
             tasks_queued=len(self._queue),
             execute_seconds=self._execute_seconds,
+            backing_bytes=int(self._memory.size),
         )
 
 
-__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "MEMORY_ARG", "POISON",
+__all__ = ["Device", "DeviceError", "DevicePtr", "DeviceStats", "Holding", "MEMORY_ARG", "POISON",
            "SimulatedDevice", "Task", "TaskMemory", "TaskRecord"]

@@ -1,10 +1,14 @@
 """The executor: runs a partitioned Module region by region.
 
 CPU regions run node by node on the reference executor (`run_node`); offloaded regions run
-their kernel on the target's device. Tensors are copied host->device only when a device region
-reads a value that lives on the host, and device->host only when the host reads a device value
-(a CPU region or a graph output); values passed from one device region to the next stay in
-device memory. Buffers are freed after their last reader. Each run leaves a per-region profile.
+their kernel on their device (one per target of the module). Tensors are copied host->device
+only when a device region reads a value that is not in its device's memory, and device->host
+only when the host reads a device value (a CPU region or a graph output) or another device
+does; values passed from one region to the next on the same device stay in device memory.
+A value moves between two devices as TensorFlow's copy wrappers move it ("Retargeting
+TensorFlow to FPGA", Sec. 2.4: CopyDeviceTensorToCPU, then CopyCPUTensorToDevice), through
+the Device API's copy_from_device and copy_to_device. Buffers are freed after their last
+reader. Each run leaves a per-region profile.
 
 Thread safety: everything one run needs (host tensors, device buffers, its profile) is local
 to that call, and a device region runs under the device's lock (allocate, upload, run the
@@ -36,6 +40,7 @@ class RegionProfile:
     seconds: float          # host wall time (for device regions: simulation included)
     bytes_in: int = 0       # host -> device
     bytes_out: int = 0      # device -> host
+    bytes_between: int = 0  # of bytes_in: what another device produced (moved via the host)
     tasks: int = 0
     task_seconds: float = 0.0   # device time of its tasks (TaskRecord.seconds), packing excluded
     counters: dict[str, int] = field(default_factory=dict)  # summed device counters
@@ -45,28 +50,33 @@ class Executor:
     """Runs one Module on one device instance (created once; kernels uploaded once)."""
 
     def __init__(self, module, device=None):
-        """`device`: run on this device (shared with other executors) instead of a new one
-        from the target's make_device(); the executor then does not own it."""
+        """`device`: run the module's (first) target's regions on this device (shared with
+        other executors) instead of a new one from the target's make_device(); the executor
+        then does not own it. Every other device of the module is made here."""
         self.module = module
-        self.device = None
+        self.devices: dict[str, object] = {}     # target name -> its device
         self.profile: list[RegionProfile] = []   # the last finished run's
         cfg = module.target.config
         self.fast = bool(getattr(cfg, "fast", True)) if module.target.name == CPU else True
-        if module.offloaded:
-            self.device = device if device is not None else module.target.make_device()
-            if self.device is None:
-                raise TargetError(f"target {module.target.name!r} offloads regions but has no device")
-            with self._device_lock():
-                for r in module.offloaded:
-                    self._kernel(r).upload(self.device)
+        for r in module.offloaded:
+            if r.target not in self.devices:
+                given = device if r.target == module.target.name else None
+                made = given if given is not None else module.target_of(r).make_device()
+                if made is None:
+                    raise TargetError(f"target {r.target!r} offloads regions but has no device")
+                self.devices[r.target] = made
+            with self._device_lock(self.devices[r.target]):
+                self._kernel(r).upload(self.devices[r.target])
+        self.device = self.devices.get(module.target.name)
         self._plan()
 
-    def _device_lock(self):
+    def _device_lock(self, device):
         """The device's lock (every SimulatedDevice has one); a plain lock for a device class
         without one, so its kernel runs are still serialised."""
-        lock = getattr(self.device, "lock", None)
+        lock = getattr(device, "lock", None)
         if lock is None:
-            lock = self.__dict__.setdefault("_fallback_lock", threading.RLock())
+            locks = self.__dict__.setdefault("_fallback_locks", {})
+            lock = locks.setdefault(id(device), threading.RLock())
         return lock
 
     def _kernel(self, region):
@@ -76,23 +86,31 @@ class Executor:
             raise TargetError(f"module has no kernel for offloaded region {region.name!r}") from None
 
     def _plan(self) -> None:
-        """Precompute, per value, the last region that reads it on the host and on the device."""
+        """Precompute, per value, the last region that reads it on the host and on each
+        device, which device makes it, and which values the host must hold (read by the CPU,
+        returned, or read by a device other than the one that made them)."""
         self.last_host: dict[int, int] = {}
-        self.last_dev: dict[int, int] = {}
+        self.last_dev: dict[tuple[str, int], int] = {}
+        self.made_on: dict[int, str] = {}
         self.host_readers: set[int] = {id(v) for v in self.module.graph.outputs}
         for k, r in enumerate(self.module.regions):
-            table = self.last_host if r.target == CPU else self.last_dev
             for v in r.inputs:
-                table[id(v)] = k
                 if r.target == CPU:
+                    self.last_host[id(v)] = k
+                else:
+                    self.last_dev[(r.target, id(v))] = k
+                if r.target == CPU or self.made_on.get(id(v), CPU) != r.target:
                     self.host_readers.add(id(v))
+                    self.last_host[id(v)] = max(self.last_host.get(id(v), -1), k)
+            if r.target != CPU:
+                self.made_on.update((id(v), r.target) for v in r.outputs)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         graph = self.module.graph
         host: dict[Value, np.ndarray] = check_inputs(graph, inputs)
         for v in graph.constants():
             host[v] = v.const
-        dev: dict[Value, int] = {}
+        dev: dict[str, dict[Value, int]] = {name: {} for name in self.devices}
         keep = {id(v) for v in graph.outputs}
         profile: list[RegionProfile] = []
         progress = _Progress(len(self.module.regions))
@@ -102,8 +120,8 @@ class Executor:
                 if region.target == CPU:
                     prof = self._run_cpu(region, host)
                 else:
-                    with self._device_lock():
-                        prof = self._run_device(region, host, dev)
+                    with self._device_lock(self.devices[region.target]):
+                        prof = self._run_device(region, host, dev[region.target])
                 prof.seconds = time.perf_counter() - t0
                 profile.append(prof)
                 self._free_after(k, host, dev, keep)
@@ -112,8 +130,9 @@ class Executor:
             return {v.name: host[v] for v in graph.outputs}
         finally:
             progress.close()
-            for ptr in dev.values():
-                self.device.free(ptr)
+            for name, ptrs in dev.items():
+                for ptr in ptrs.values():
+                    self.devices[name].free(ptr)
 
     def _run_cpu(self, region, host) -> RegionProfile:
         for node in region.nodes:
@@ -123,15 +142,18 @@ class Executor:
         return RegionProfile(region.name, CPU, len(region.nodes), 0.0)
 
     def _run_device(self, region, host, dev) -> RegionProfile:
-        device = self.device
+        device = self.devices[region.target]
         prof = RegionProfile(region.name, region.target, len(region.nodes), 0.0)
         in_ptrs = []
         for v in region.inputs:
-            if v not in dev:  # lives on the host: DMA it in (once, kept while device readers remain)
+            if v not in dev:  # not in this device's memory: DMA it in from the host (once,
+                #              kept while this device's readers remain)
                 a = np.ascontiguousarray(host[v])
                 dev[v] = device.malloc(max(a.nbytes, 1))
                 device.copy_to_device(dev[v], a)
                 prof.bytes_in += a.nbytes
+                if self.made_on.get(id(v), CPU) != CPU:
+                    prof.bytes_between += a.nbytes
             in_ptrs.append(dev[v])
         out_ptrs = []
         for v in region.outputs:
@@ -160,18 +182,21 @@ class Executor:
         return prof
 
     def _free_after(self, k: int, host, dev, keep: set[int]) -> None:
-        for v in [v for v in dev if self.last_dev.get(id(v), -1) <= k]:
-            self.device.free(dev.pop(v))
+        for name, held in dev.items():
+            for v in [v for v in held if self.last_dev.get((name, id(v)), -1) <= k]:
+                self.devices[name].free(held.pop(v))
         for v in [v for v in host if not v.is_const and id(v) not in keep
-                  and self.last_host.get(id(v), -1) <= k and self.last_dev.get(id(v), -1) <= k]:
+                  and self.last_host.get(id(v), -1) <= k
+                  and all(self.last_dev.get((name, id(v)), -1) <= k for name in dev)]:
             del host[v]
 
     def close(self) -> None:
-        if self.device is not None:
-            with self._device_lock():
-                for r in self.module.offloaded:
-                    self._kernel(r).release(self.device)
-            self.device = None
+        for r in self.module.offloaded:
+            device = self.devices.get(r.target)
+            if device is not None:
+                with self._device_lock(device):
+                    self._kernel(r).release(device)
+        self.devices, self.device = {}, None
 
 
 class _Progress:
@@ -213,7 +238,11 @@ def format_profile(profile: list[RegionProfile]) -> str:
         rows.append((p.region, p.target, str(p.nodes), f"{p.seconds * 1e3:.3f}", str(p.bytes_in),
                      str(p.bytes_out), str(p.tasks), counters))
     widths = [max(len(r[i]) for r in rows) for i in range(7)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:7], widths)) + "  " + r[7] for r in rows)
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r[:7], widths)) + "  " + r[7] for r in rows]
+    between = sum(p.bytes_between for p in profile)
+    if len({p.target for p in profile if p.target != CPU}) > 1 or between:
+        lines.append(f"bytes moved between devices (device -> host -> device): {between}")
+    return "\n".join(lines)
 
 
 __all__ = ["Executor", "RegionProfile", "execute", "format_profile"]

@@ -30,12 +30,34 @@ class Module:
     regions: list[Region]            # execution order; CPU and offloaded regions
     kernels: dict[str, Kernel]       # offloaded region name -> its kernel
     report: PlacementReport
+    # every device of the compile by target name (the first is `target`); empty: `target` only
+    targets: dict[str, Target] = field(default_factory=dict)
+    # What loading it decided that a user should know (e.g. artifact fields it ignored)
+    notes: list[str] = field(default_factory=list)
     _executor: object | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            self.targets = {self.target.name: self.target}
 
     @property
     def offloaded(self) -> list[Region]:
         return [r for r in self.regions if r.target != "cpu"]
+
+    def target_of(self, region: Region) -> Target:
+        """The Target whose device runs `region` (an offloaded one)."""
+        return self.targets.get(region.target, self.target)
+
+    @property
+    def bit_exact(self) -> bool:
+        """Whether every device's results must equal the reference bit for bit."""
+        return all(t.bit_exact for t in self.targets.values())
+
+    @property
+    def check_rtol(self) -> float:
+        """The tolerance `retarget run --check` holds a float module to (the loosest device's)."""
+        return max(t.check_rtol for t in self.targets.values())
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run one inference; returns output name -> array (like retarget.run). Safe to call
@@ -67,12 +89,14 @@ class Module:
         return save_module(self, directory)
 
     @staticmethod
-    def load(directory: str | Path, verify: bool = True) -> "Module":
+    def load(directory: str | Path, verify: bool = True,
+             config: Mapping[str, object] | None = None) -> "Module":
         """Read an artifact directory written by `save`. Loads JSON and .npz only, after
         checking every file against the sizes and SHA-256 sums in its manifest (`verify=False`
-        skips the sums, not the other checks)."""
+        skips the sums, not the other checks). `config` sets the target's host fields (e.g.
+        {"cc": "clang"} for the c target): an artifact never does (docs/guarantees.md)."""
         from .artifact import load_module
-        return load_module(directory, verify=verify)
+        return load_module(directory, verify=verify, config=config)
 
     def export_regions(self, path: str | Path) -> Path:
         """Write the offloaded regions as JSON for an outside compiler (docs/partitioning.md)."""

@@ -36,9 +36,12 @@ def check_layers(module, inputs: Mapping[str, np.ndarray]) -> list[LayerCheck]:
     """Every hardware layer of every offloaded region against the integer reference."""
     from ..targets.cpu.reference import run_graph
     ref = run_graph(module.graph, inputs, intermediates=True)
-    device = module.target.make_device()
+    devices = {}    # one per target of the module
     checks = []
     for region in module.offloaded:
+        if region.target not in devices:
+            devices[region.target] = module.target_of(region).make_device()
+        device = devices[region.target]
         kernel = module.kernels[region.name]
         kernel.upload(device)
         try:

@@ -12,7 +12,8 @@ A target is data plus a table of rules (DESIGN.md, principle 4):
   in a Module artifact and is rebuilt from them by `load_kernel`, which looks the kernel kind up
   in the target's own `kernel_kinds` table: nothing in an artifact is ever imported or executed.
 - `make_device()`: the Device (runtime/device.py) that runs the kernels.
-- `estimate_cost(region)`: optional, seconds on the device (None when the target has no model).
+- `estimate_cost(region)`, `estimate_node_cost(node, graph)`: optional, seconds on the device
+  (None when the target has no model; targets/accel/cost.py fills both in from a cycle model).
 - `design_space(preset)`: optional, the hardware design space `retarget explore` sweeps
   (targets/<name>/space.py; docs/explore.md); None by default.
 - `number_format`: the integer format the target computes in (a NumberFormat), or None for a
@@ -29,6 +30,7 @@ are shared by every target.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -64,7 +66,8 @@ class NumberFormat:
     name: "int8-pow2" is int8 tensors with power-of-two scales, int32 accumulators and
         requantisation by shifts (ops/quantized.py; docs/quantization.md); "int8-mul-shift"
         is int8 at any scale, requantised by an integer multiplier and a right shift
-        (RequantizeMul, QAddMul: NVDLA's output converter);
+        (RequantizeMul, QAddMul: NVDLA's output converter); "int8-tflite" is TFLite's
+        arithmetic (RequantizeQ31, QAddQ31, ...: ops/quantized_tflite.py);
     per_channel: whether weight scales may differ per output channel (False when the hardware
         shifts a whole tensor by one immediate);
     rounding: how a pre-quantised (QDQ) model's requantisation is rounded on this hardware
@@ -81,7 +84,12 @@ class NumberFormat:
 
 INT8_POW2 = NumberFormat()
 INT8_MUL_SHIFT = NumberFormat("int8-mul-shift", per_channel=True)
-NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name)
+# TFLite's own integer arithmetic (ops/quantized_tflite.py): asymmetric int8 activations, a
+# 32-bit multiplier applied by rounding doubling high multiply and rounding right shift. An
+# int8 .tflite model imports into it as it is; quantising a float graph into it (TFLite's
+# converter) is not implemented.
+INT8_TFLITE = NumberFormat("int8-tflite", per_channel=True)
+NUMBER_FORMATS = (INT8_POW2.name, INT8_MUL_SHIFT.name, INT8_TFLITE.name)
 
 
 @dataclass(slots=True, eq=False)
@@ -105,6 +113,19 @@ class Region:
     @property
     def node_names(self) -> list[str]:
         return [n.name for n in self.nodes]
+
+
+def external_inputs(nodes: Sequence[Node]) -> list[Value]:
+    """The non-constant values `nodes` read that none of them produces, in first-use order:
+    the inputs of a region made of them."""
+    produced = {id(v) for n in nodes for v in n.outputs}
+    inputs: list[Value] = []
+    for n in nodes:
+        for v in n.inputs:
+            if v is not None and not v.is_const and id(v) not in produced \
+                    and all(v is not x for x in inputs):
+                inputs.append(v)
+    return inputs
 
 
 # The store every kernel writes its arrays into when a Module is saved (one weights.npz per
@@ -183,10 +204,17 @@ class Target:
     # A target that declares them implements fusion_graph, fusion_cost and lower(region,
     # groups).
     fusion_templates: ClassVar[tuple] = ()
+    # Config fields that describe the machine the module is built and run on, not the compiled
+    # program: a command or flags that reach a process, a path, how much host memory a device
+    # may take. Field -> the environment variable that sets it (None: none). An artifact never
+    # sets them (runtime/artifact.py drops them, with a note): they come from the target's
+    # defaults, the environment, or the caller's explicit options (docs/guarantees.md).
+    host_fields: ClassVar[Mapping[str, str | None]] = {}
 
     def __init__(self, config: Any = None, preset: str | None = None):
         if config is None:
             config = self.preset(preset) if preset else self.default_config()
+            config = self._from_environment(config)
         if not (is_dataclass(config) and isinstance(config, self.config_class)):
             raise TargetError(f"target {self.name!r} needs a {self.config_class.__name__} config, "
                               f"got {type(config).__name__}")
@@ -227,6 +255,29 @@ class Target:
 
     def config_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self.config, f.name) for f in fields(self.config)}
+
+    def program_config(self) -> dict[str, Any]:
+        """The config fields an artifact records: all but `host_fields`."""
+        return {k: v for k, v in self.config_dict().items() if k not in self.host_fields}
+
+    @classmethod
+    def _from_environment(cls, config):
+        """`config` with the host fields whose environment variable is set taken from it."""
+        changes = {}
+        for name, var in cls.host_fields.items():
+            value = os.environ.get(var) if var else None
+            if value is not None:
+                try:
+                    changes[name] = _coerce(cls.name, name, getattr(config, name), value)
+                except TargetError as e:
+                    raise TargetError(f"environment variable {var}: {e}") from None
+        if not changes:
+            return config
+        try:
+            return replace(config, **changes)
+        except (TypeError, ValueError, OverflowError) as e:
+            raise TargetError(f"target {cls.name!r}: environment "
+                              f"{', '.join(cls.host_fields[k] for k in changes)}: {e}") from None
 
     @property
     def spec(self) -> str:
@@ -311,6 +362,14 @@ class Target:
         """Estimated seconds for `region` on this target, or None without a cost model."""
         return None
 
+    # True when estimate_node_cost prices nodes (what `placement="cheapest"` needs)
+    has_cost_model: ClassVar[bool] = False
+
+    def estimate_node_cost(self, node: Node, graph: Graph, cache: dict | None = None) -> float | None:
+        """Estimated seconds of `node` on this target, for placement across devices (`cache`:
+        one compile's prices, shared by its calls); None without a cost model."""
+        return None
+
     def load_kernel(self, directory: Path, spec: Mapping[str, Any],
                     weights: Mapping[str, np.ndarray]) -> Kernel:
         """Rebuild a kernel saved by Kernel.save, by looking its kind up in `kernel_kinds`."""
@@ -358,5 +417,5 @@ def _coerce(target: str, field_name: str, current: Any, value: Any) -> Any:
                       f"{want.__name__}, got {value!r}")
 
 
-__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "Kernel", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
+__all__ = ["INT8_MUL_SHIFT", "INT8_POW2", "INT8_TFLITE", "Kernel", "external_inputs", "NUMBER_FORMATS", "NumberFormat", "Region", "Rule", "Support", "Target",
            "WeightStore"]

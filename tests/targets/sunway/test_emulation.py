@@ -112,3 +112,36 @@ def test_slave_code_cannot_touch_main_memory_directly(tmp_path):
     slave = GOOD.replace("buf[i] += 1.0f;", "buf[i] += rt_gld_f(p->t, i);")
     out = run(tmp_path, slave, "#define RT_NO_GLOBAL_ACCESS\n")
     assert "COMPILE ERROR" in out and "rt_gld_f" in out
+
+
+PREFETCH = r"""
+static void slave(void *arg)
+{
+    const para *p = (const para *)arg;
+    RT_LDM(float, buf, 16);
+    int id = rt_myid();
+    buf[0] = -1.0f;
+    rt_dma_iget(buf, p->t, (size_t)id * 16 * sizeof(float), 16 * sizeof(float));
+    BEFORE
+    rt_dma_wait_async();
+    AFTER
+    rt_dma_put(p->t, (size_t)id * 16 * sizeof(float), buf, 16 * sizeof(float));
+    rt_dma_wait();
+}
+"""
+
+
+def test_an_asynchronous_get_lands_only_when_waited_for(tmp_path):
+    # data[] starts at 0: the first element seen before the wait is the buffer's old -1
+    probe = 'if (id == 0) printf("before=%g ", buf[0]);'
+    out = run(tmp_path, "#include <stdio.h>\n" + PREFETCH.replace("BEFORE", probe)
+              .replace("AFTER", 'if (id == 0) printf("after=%g ", buf[0]);'))
+    assert "before=-1 after=0" in out
+    assert "status=0 bytes=8192 calls=128" in out
+
+
+def test_an_asynchronous_get_never_waited_for_is_an_error(tmp_path):
+    out = run(tmp_path, PREFETCH.replace("rt_dma_wait_async();", "")
+              .replace("BEFORE", "").replace("AFTER", "")
+              .replace("rt_dma_put(p->t, (size_t)id * 16 * sizeof(float), buf, 16 * sizeof(float));", ""))
+    assert "status=1" in out and "asynchronous gets were never waited for" in out

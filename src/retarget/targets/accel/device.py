@@ -21,6 +21,8 @@ import numpy as np
 from ...errors import DeviceError
 from ...runtime.device import MEMORY_ARG, DevicePtr, SimulatedDevice, Task, TaskRecord
 
+PROGRAM_ARG = "program"   # the task argument holding a loaded program's handle
+
 
 @dataclass(frozen=True, slots=True)
 class LoadedProgram:
@@ -30,11 +32,15 @@ class LoadedProgram:
     insns: DevicePtr         # the relocated binary stream
     count: int
     kind: str = "vta.run"    # the device's task kind
+    handle: int = 0          # the device's handle of the image and stream (0: none)
 
     def task(self, name: str = "") -> Task:
-        # The stream may touch its own DRAM image and nothing else (memory confinement).
-        return Task(self.kind, {"insns": self.insns, "count": self.count,
-                                MEMORY_ARG: (self.base,)}, name)
+        # The stream may touch its own DRAM image and nothing else (memory confinement); the
+        # handle makes the device refuse it once either allocation was freed.
+        args = {"insns": self.insns, "count": self.count, MEMORY_ARG: (self.base,)}
+        if self.handle:
+            args[PROGRAM_ARG] = self.handle
+        return Task(self.kind, args, name)
 
 
 class StreamDevice(SimulatedDevice):
@@ -43,6 +49,7 @@ class StreamDevice(SimulatedDevice):
     None -> its config), and implements make_simulator / simulate / relocate."""
 
     insn_bytes: ClassVar[int] = 16
+    handle_arg = PROGRAM_ARG
     default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 26}
 
     def __init_subclass__(cls, **kwargs):
@@ -70,6 +77,14 @@ class StreamDevice(SimulatedDevice):
     def make_simulator(self):
         """The target's simulator over this device's memory (`self._memory`)."""
         raise NotImplementedError(f"{type(self).__name__}.make_simulator")
+
+    def memory_moved(self) -> None:
+        if self.sim is not None:
+            self.sim_memory_moved()
+
+    def sim_memory_moved(self) -> None:
+        """Point the simulator at the grown `self._memory`, keeping its on-chip state."""
+        raise NotImplementedError(f"{type(self).__name__}.sim_memory_moved")
 
     @property
     def run_kind(self) -> str:
@@ -124,10 +139,25 @@ class StreamDevice(SimulatedDevice):
         insns = self.malloc(max(1, len(stream)), 64)
         if stream:
             self.copy_to_device(insns, np.frombuffer(stream, dtype=np.uint8))
-        return LoadedProgram(program, base, insns, len(stream) // self.insn_bytes, self.run_kind)
+        handle = self.hold(f"{self.name} program loaded at 0x{base:x}",
+                           {"DRAM image": base, "instruction stream": insns})
+        return LoadedProgram(program, base, insns, len(stream) // self.insn_bytes, self.run_kind,
+                             handle)
+
+    def check_loaded(self, loaded: LoadedProgram, label: str = "") -> None:
+        """Refuse a program whose image or stream was freed (before the host writes into it)."""
+        self.check_held(loaded.handle, label)
+
+    def unload_program(self, loaded: LoadedProgram) -> None:
+        """Forget the program's handle and free its image and stream."""
+        with self.lock:
+            self.drop(loaded.handle)
+            self.free(loaded.insns)
+            self.free(loaded.base)
 
     def read_buffer(self, loaded: LoadedProgram, name: str) -> np.ndarray:
         """A program buffer read back from device memory (after synchronize)."""
+        self.check_loaded(loaded)
         image = self.copy_from_device(loaded.base, (loaded.program.dram_bytes,), np.uint8)
         return loaded.program.read(image, name)
 
@@ -137,4 +167,4 @@ class StreamDevice(SimulatedDevice):
         return self.synchronize()[-1]
 
 
-__all__ = ["LoadedProgram", "StreamDevice"]
+__all__ = ["LoadedProgram", "PROGRAM_ARG", "StreamDevice"]

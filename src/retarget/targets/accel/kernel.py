@@ -159,8 +159,7 @@ class StreamKernel(Kernel):
     def release(self, device) -> None:
         loaded = self._loaded.pop(id(device), None)
         if loaded is not None:
-            device.free(loaded.insns)
-            device.free(loaded.base)
+            device.unload_program(loaded)
 
     def _buffer_view(self, device, loaded, name: str) -> np.ndarray:
         buf = self.program.buffers[name]
@@ -175,6 +174,8 @@ class StreamKernel(Kernel):
             raise TargetError(f"{self.label} kernel {self.name!r}: {len(inputs)} inputs / "
                               f"{len(outputs)} outputs given, expects {len(self.inputs)} / "
                               f"{len(self.outputs)}")
+        # before the host writes inputs into the image: it may have been freed and reused
+        device.check_loaded(loaded, f"{self.label} kernel {self.name!r}")
         # The host lays inputs out in place in the shared DRAM: the executor's copy of the
         # logical tensor is read through a view and written where the program's LOADs read it.
         for b, ptr in zip(self.inputs, inputs):

@@ -21,7 +21,6 @@ every binding checked against the buffer sizes before the C was printed (program
 from __future__ import annotations
 
 import ctypes
-import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,27 +58,24 @@ class LibraryDevice(SimulatedDevice):
     """`name`: the target's, for what errors say."""
     name = "aot"
     kernels = {RUN: ("weights", "arena")}
+    handle_arg = "library"
     default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 31}
 
     def __init__(self, name: str = "aot", **options):
         self.name = name
         self._libraries: dict[int, _Loaded] = {}
-        self._handles = itertools.count(1)
         super().__init__(**options)
 
-    def configure(self, **options) -> None:
-        """As SimulatedDevice.configure, with the memory aligned to a page, so a 64-byte
-        aligned device pointer is a 64-byte aligned host address."""
-        super().configure(**options)
-        with self.lock:
-            size = self.options["memory_bytes"]
-            raw = np.zeros(size + _PAGE, dtype=np.uint8)     # pages mapped lazily
-            start = (-raw.ctypes.data) % _PAGE
-            self._memory = raw[start:start + size]
+    def _new_memory(self, nbytes: int) -> np.ndarray:
+        """Page-aligned, so a 64-byte aligned device pointer is a 64-byte aligned host address."""
+        raw = np.zeros(nbytes + _PAGE, dtype=np.uint8)     # pages mapped lazily
+        start = (-raw.ctypes.data) % _PAGE
+        return raw[start:start + nbytes]
 
-    def load_library(self, path: Path, spec: LibrarySpec) -> int:
+    def load_library(self, path: Path, spec: LibrarySpec, weights: int, arena: int) -> int:
         """Load a library retarget built (never one from an artifact: see kernel.py) and
-        return its handle for tasks."""
+        return its handle for tasks, bound to its `weights` and `arena` allocations: a task
+        is refused once either was freed (a stale handle)."""
         with self.lock:
             try:
                 lib = ctypes.CDLL(str(path))
@@ -89,15 +85,18 @@ class LibraryDevice(SimulatedDevice):
             fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
                            ctypes.POINTER(ctypes.c_void_p)]
             fn.restype = ctypes.c_int
-            handle = next(self._handles)
+            handle = self.hold(f"{self.name} library {spec.name!r}",
+                               {"weights": weights, "arena": arena})
             self._libraries[handle] = _Loaded(spec, Path(path), lib, fn)
             return handle
 
     def unload_library(self, handle: int) -> None:
-        """Forget a library (the process keeps it mapped: ctypes never unloads)."""
+        """Forget a library (the process keeps it mapped: ctypes never unloads); its weights
+        and arena are the caller's to free."""
         with self.lock:
             if self._libraries.pop(handle, None) is None:
                 raise DeviceError(f"{self.name}: no library with handle {handle!r}")
+            self.drop(handle)
 
     def execute(self, task: Task) -> dict[str, int]:
         if task.kernel != RUN:
@@ -108,6 +107,12 @@ class LibraryDevice(SimulatedDevice):
             raise DeviceError(f"{self.name}: task '{task.name}': library {a.get('library')!r} "
                               f"is not loaded")
         spec = loaded.spec
+        held = dict((part, alloc.start) for part, alloc in self.check_held(
+            a.get("library"), f"task '{task.name}'").parts)
+        if (a.get("weights"), a.get("arena")) != (held["weights"], held["arena"]):
+            raise DeviceError(f"{self.name}: task '{task.name}': weights / arena pointers "
+                              f"{a.get('weights')!r} / {a.get('arena')!r} are not the ones "
+                              f"library {spec.name!r} was loaded with")
         inputs, outputs = a.get("inputs", ()), a.get("outputs", ())
         if len(inputs) != len(spec.input_bytes) or len(outputs) != len(spec.output_bytes):
             raise DeviceError(f"{self.name}: task '{task.name}': {spec.name} takes "

@@ -57,9 +57,10 @@ def new_build_dir(region: str, build_dir: str = "") -> tuple[Path, bool]:
     else a new temporary directory. The flag says whether it is temporary (removed with the
     kernel)."""
     from ...loopnest.c_printer import c_identifier
+    name = c_identifier(region)[:64]     # a region's name comes from the artifact: bounded
     if build_dir:
-        return Path(build_dir) / c_identifier(region), False
-    return Path(tempfile.mkdtemp(prefix=f"retarget-{c_identifier(region)}-")), True
+        return Path(build_dir) / name, False
+    return Path(tempfile.mkdtemp(prefix=f"retarget-{name}-")), True
 
 
 class LibraryKernel(Kernel):
@@ -159,11 +160,11 @@ class LibraryKernel(Kernel):
             raise TargetError(f"the {self.target_name} target's kernels run on a "
                               f"LibraryDevice, not {type(device).__name__}")
         build = self.ensure_built()
-        handle = device.load_library(build.library, self.library_spec())
         w = device.malloc(max(1, self.program.weights_bytes))
         arena = device.malloc(max(1, self.program.arena_bytes))
         if self.weights.size:
             device.copy_to_device(w, self.weights)
+        handle = device.load_library(build.library, self.library_spec(), w, arena)
         self._on_device[id(device)] = (handle, w, arena)
 
     def run(self, device, inputs: Sequence[int], outputs: Sequence[int]) -> list:
@@ -180,9 +181,9 @@ class LibraryKernel(Kernel):
         placed = self._on_device.pop(id(device), None)
         if placed is not None:
             handle, w, arena = placed
+            device.unload_library(handle)
             device.free(w)
             device.free(arena)
-            device.unload_library(handle)
 
     # ---- artifact -----------------------------------------------------------------------------
     def save(self, directory: Path, weights: WeightStore) -> dict:

@@ -23,6 +23,11 @@ class LibraryTarget(Target):
     bit_exact: ClassVar[bool] = False
     # `run --check`'s tolerance: float sums in another order, BatchNorm folded into weights
     check_rtol: ClassVar[float] = 1e-4
+    # The loading machine's compiler builds the library (docs/guarantees.md): an artifact
+    # carries none of these; RETARGET_CC / RETARGET_CFLAGS or an explicit option set them.
+    host_fields: ClassVar[dict[str, str | None]] = {
+        "cc": "RETARGET_CC", "cflags": "RETARGET_CFLAGS", "build_dir": None,
+        "memory_bytes": None}
 
     def __init_subclass__(cls, *, kernel: type[LibraryKernel] | None = None,
                           config: type | None = None, presets: dict | None = None, **kw):

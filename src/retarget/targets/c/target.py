@@ -44,6 +44,7 @@ class CLibraryKernel(LibraryKernel, target="c"):
 
 class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRESETS):
     name: ClassVar[str] = "c"
+    host_fields = {**LibraryTarget.host_fields, "openmp": "RETARGET_OPENMP"}   # -fopenmp: a build flag
     description: ClassVar[str] = ("the host CPU through ahead-of-time generated C (a static "
                                   "library per region, built with the system compiler)")
 

@@ -23,6 +23,9 @@ class DNNVMDevice(StreamDevice):
     def make_simulator(self) -> Simulator:
         return Simulator(self.cfg, self._memory)
 
+    def sim_memory_moved(self) -> None:
+        self.sim.dram = self._memory
+
     def instruction_count(self, raw: bytes, counters) -> int:
         return sum(counters.instructions.values()) + 1
 

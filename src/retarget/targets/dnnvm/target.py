@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ...ir.graph import Graph, Node
 from ..accel.graph_layers import refuse_unknown, split_accumulators
+from ..accel.cost import StreamCost
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, DNNVMConfig
 from .fusion import TEMPLATES, GroupCosts, fusion_graph
@@ -27,7 +28,7 @@ from .rules import RULES
 DEVICE_MEMORY = 1 << 28
 
 
-class DNNVMTarget(Target):
+class DNNVMTarget(StreamCost, Target):
     # the Target fields (base.py declares their types)
     name = "dnnvm"
     description = ("DNNVM-style FPGA CNN overlay (LOAD/SAVE/CONV/POOL/ELEW engines), int8, "

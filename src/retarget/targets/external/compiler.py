@@ -108,6 +108,9 @@ class ExternalCompilerTarget(Target):
     """A target whose regions an outside compiler turns into binaries (see the module
     docstring). Its config needs `compiler` (the command) and `compiler_timeout_s`."""
     bit_exact: ClassVar[bool] = False
+    # The command is the compiling machine's choice; an artifact never carries it.
+    host_fields: ClassVar[dict[str, str | None]] = {"compiler": None,
+                                                    "compiler_timeout_s": None}
 
     def compiler_config(self) -> dict | None:
         """The hardware parameters written into the document for the compiler (None: none)."""

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import RetargetError
+from ...errors import RetargetError, TargetError
 from ...ir.graph import Graph, Node, Value, constant
 from ...ir.types import TensorType
 from ...ops.registry import resolve_attrs
@@ -97,6 +97,10 @@ def document(target: str, regions, config: dict | None = None
 
 def regions_to_json(module) -> tuple[dict, dict[str, np.ndarray]]:
     """The export document of a module's offloaded regions and the arrays it refers to."""
+    if len(module.targets) > 1:
+        raise TargetError(f"exporting the regions of a module on several devices "
+                          f"({', '.join(module.targets)}) is not implemented: the document "
+                          f"names one target; compile for one device to export its regions")
     return document(module.target.name, module.offloaded)
 
 

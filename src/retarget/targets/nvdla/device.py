@@ -20,6 +20,9 @@ class NvdlaDevice(StreamDevice):
     def make_simulator(self) -> Simulator:
         return Simulator(self.cfg, self._memory)
 
+    def sim_memory_moved(self) -> None:
+        self.sim.memory = self._memory
+
     def relocate(self, program, base: int) -> bytes:
         return program.relocated(base)
 

@@ -1,14 +1,16 @@
 """Target `sunway` (issue 15): an SW26010 core group through swTVM-style generated C.
 
-- target.py: SunwayTarget (prepare, schedule, lower: the swTVM program and its OpenACC-style
-  baseline), SunwayKernel (counters, cost report, artifact).
+- target.py: SunwayTarget (prepare, schedule, lower: the swTVM program and its two
+  baselines), SunwayKernel (counters, cost report, artifact).
 - config.py: SunwayConfig (machine numbers, mode) and presets (sw26010, ...).
 - schedule.py: swTVM's buffering per kernel, the CPE loop of each nest, MPE or CPE.
+- openacc.py: the faithful baseline, the careful OpenACC programmer's copies.
+- double_buffer.py: which loops prefetch which tiles, and the LDM they take.
 - emit.py: MPE model.c, one cpe_<layer>.c per layer, layers.h, Makefile.
 - runtime/: athread_emu.h / .c, the host emulation of athread.
 - cost.py: per-CPE counts from the loop nests and the SW26010 cost model.
 """
-from .config import MODES, PRESETS, SunwayConfig
+from .config import BASELINES, MODES, PRESETS, SunwayConfig
 from .target import SunwayKernel, SunwayTarget
 
-__all__ = ["MODES", "PRESETS", "SunwayConfig", "SunwayKernel", "SunwayTarget"]
+__all__ = ["BASELINES", "MODES", "PRESETS", "SunwayConfig", "SunwayKernel", "SunwayTarget"]

@@ -7,7 +7,7 @@
   the CPEs' counters; an MPE layer (one the buffering cannot serve) is a plain C function.
 - cpe_<layer>.c, the CPE side, one file per layer: `slave_<layer>(void *)` reads its CPE id,
   declares its LDM buffers (RT_LDM), runs each nest's share of its CPE loop, moves data only
-  with rt_dma_get / rt_dma_put (or, in the baseline, global loads and stores), and meets the
+  with rt_dma_get / rt_dma_put (the baselines also with global loads and stores), and meets the
   other CPEs at rt_sync() between nests (a nest's output is the next one's input).
 - layers.h: the parameter structs and slave prototypes both sides include.
 - athread_emu.h / athread_emu.c: the athread layer (runtime/), emulated on the host.
@@ -22,12 +22,15 @@ from importlib import resources
 
 from ...errors import GraphError
 from ...loopnest.c_printer import (C_TYPES, PRELUDE, _KernelPrinter, c_comment, c_float,
-                                   outputs_needing_zero, print_kernel)
-from ...loopnest.ir import Access, Copy, Kernel, Load, Loop, Store, Tensor, walk
+                                   c_identifier, outputs_needing_zero, print_kernel)
+from ...loopnest.ir import Access, Affine, Copy, Kernel, Load, Loop, Store, Tensor, walk
+from ...loopnest.schedule import substitute
 from ..aot.entry import (MAKEFILE_CLEAN, main_c, model_h, model_run_head, output_copies,
                          pointer)
 from ..aot.program import Call, Program
-from .config import SunwayConfig
+from .config import DEFAULT_CFLAGS, SunwayConfig
+from .cost import pipeline_plan
+from .double_buffer import Pipeline, doubled_buffers, ldm_bytes
 from .schedule import runs_on
 
 RUNTIME = ("athread_emu.h", "athread_emu.c")
@@ -46,10 +49,10 @@ def runtime_source(name: str) -> str:
 class CpePrinter(_KernelPrinter):
     """A kernel as a CPE slave function. Main-memory tensors are rt_gmem handles; LDM buffers
     are RT_LDM arrays; Copy statements are DMA calls, one per contiguous run; in the
-    baseline, Store statements read and write main memory with rt_gld / rt_gst. In swTVM mode
+    baselines, Store statements may read and write main memory with rt_gld / rt_gst. In swTVM mode
     a Store touching main memory is refused: the slave code must go through DMA."""
 
-    def __init__(self, kernel: Kernel, baseline: bool):
+    def __init__(self, kernel: Kernel, baseline: bool, plan: tuple[Pipeline, ...] = ()):
         super().__init__(kernel)
         self.baseline = baseline
         self.globals = {t.name for t in kernel.params}
@@ -57,6 +60,11 @@ class CpePrinter(_KernelPrinter):
         # In a nest without a CPE loop every CPE runs everything (each fills its own LDM)
         # but only CPE 0 writes main memory: the others would write the same values.
         self.one_writer = False
+        # double buffering (double_buffer.py): the pipelined loops, by identity
+        loops = [s for s, _ in walk(kernel.body) if isinstance(s, Loop)]
+        self.pipelined = {id(loops[p.loop]): p for p in plan}
+        self.doubled = doubled_buffers(plan)
+        self.prefetching = False      # printing a prefetch: gets are issued, not waited for
 
     def _place_locals(self) -> dict[str, bool]:
         return {}       # every LDM buffer is declared once, at the top of the slave function
@@ -105,13 +113,15 @@ class CpePrinter(_KernelPrinter):
 
     def copy(self, c: Copy, extents) -> None:
         super().copy(c, extents)
-        self.emit("rt_dma_wait();")
+        if not self.prefetching:
+            self.emit("rt_dma_wait();")
 
     def move(self, dst_t: Tensor, d_at: str, src_t: Tensor, s_at: str, run: int) -> None:
         d, s_ = self.names[dst_t.name], self.names[src_t.name]
         size = f"sizeof({C_TYPES[dst_t.dtype]})"
         if src_t.name in self.globals and dst_t.name not in self.globals:
-            self.emit(f"rt_dma_get(&{d}[{d_at}], {s_}, ({s_at}) * {size}, {run} * {size});")
+            get = "rt_dma_iget" if self.prefetching else "rt_dma_get"
+            self.emit(f"{get}(&{d}[{d_at}], {s_}, ({s_at}) * {size}, {run} * {size});")
         elif dst_t.name in self.globals and src_t.name not in self.globals:
             self.emit(f"{self._guard()}rt_dma_put({d}, ({d_at}) * {size}, &{s_}[{s_at}], "
                       f"{run} * {size});")
@@ -122,6 +132,8 @@ class CpePrinter(_KernelPrinter):
             super().move(dst_t, d_at, src_t, s_at, run)
 
     def loop(self, s: Loop, extents, in_parallel: bool) -> None:
+        if id(s) in self.pipelined:
+            return self.pipelined_loop(s, extents, self.pipelined[id(s)])
         if s.kind != "parallel":
             return super().loop(s, extents, True)
         v = self.vars[s.var]
@@ -129,6 +141,59 @@ class CpePrinter(_KernelPrinter):
                   f"{v} < RT_HI({s.extent}, id, cpes); {v}++) {{  /* this CPE's share */")
         self.depth += 1
         self.stmts(s.body, {**extents, s.var: s.extent}, True)
+        self.depth -= 1
+        self.emit("}")
+
+    def pipelined_loop(self, s: Loop, extents, p: Pipeline) -> None:
+        """A double-buffered loop: the first iteration's tiles fetched before it; then each
+        iteration points its buffers at half (i - lo) % 2, waits for its tiles, issues the
+        next iteration's into the other half, and computes."""
+        v = self.vars[s.var]
+        v_lo, v_hi = (c_identifier(f"{v}_{end}", self.taken) for end in ("lo", "hi"))
+        self.taken |= {v_lo, v_hi}
+        inner = {**extents, s.var: s.extent}
+        lo, hi = (f"RT_LO({s.extent}, id, cpes)", f"RT_HI({s.extent}, id, cpes)") \
+            if s.kind == "parallel" else ("0", str(s.extent))
+        buffers = [t for t in self.k.locals if t.name in p.buffers]
+
+        def halves(which: str) -> None:
+            for t in buffers:
+                n = self.names[t.name]
+                self.emit(f"{C_TYPES[t.dtype]} *const {n} = {n}_x2 + (({which} - {v_lo}) & 1)"
+                          f" * {t.size};")
+
+        def fetch(copies) -> None:
+            self.prefetching = True
+            for c in copies:
+                self.copy(c, inner)
+            self.prefetching = False
+
+        nxt = [substitute(c, {s.var: Affine.of(s.var) + 1}) for c in p.copies]
+        self.emit(f"{{  /* double-buffered {'CPE ' if s.kind == 'parallel' else ''}loop "
+                  f"{c_comment(s.var)}: fetch iteration i + 1 while computing i */")
+        self.depth += 1
+        self.emit(f"const int {v_lo} = {lo}, {v_hi} = {hi};")
+        self.emit(f"if ({v_lo} < {v_hi}) {{  /* the first iteration's tiles */")
+        self.depth += 1
+        self.emit(f"const int {v} = {v_lo};")
+        halves(v)
+        fetch(p.copies)
+        self.depth -= 1
+        self.emit("}")
+        self.emit(f"for (int {v} = {v_lo}; {v} < {v_hi}; {v}++) {{")
+        self.depth += 1
+        halves(v)
+        self.emit("rt_dma_wait_async();  /* this iteration's tiles have arrived */")
+        self.emit(f"if ({v} + 1 < {v_hi}) {{  /* the next iteration's, into the other half */")
+        self.depth += 1
+        halves(f"{v} + 1")
+        fetch(nxt)
+        self.depth -= 1
+        self.emit("}")
+        fetched = {id(c) for c in p.copies}
+        self.stmts(tuple(b for b in s.body if id(b) not in fetched), inner, True)
+        self.depth -= 1
+        self.emit("}")
         self.depth -= 1
         self.emit("}")
 
@@ -144,6 +209,10 @@ class CpePrinter(_KernelPrinter):
             self.emit(f"const rt_gmem {self.names[t.name]} = para->{self.names[t.name]};"
                       f"  /* {c_comment(t.name)}: {t.dtype}{list(t.shape)} */")
         for t in k.locals:
+            if t.name in self.doubled:      # two halves; the pipelined loop points into them
+                self.emit(f"RT_LDM({C_TYPES[t.dtype]}, {self.names[t.name]}_x2, {2 * t.size});"
+                          f"  /* {c_comment(t.name)}{list(t.shape)}, double-buffered */")
+                continue
             self.emit(f"RT_LDM({C_TYPES[t.dtype]}, {self.names[t.name]}, {t.size});"
                       f"  /* {c_comment(t.name)}{list(t.shape)} */")
         self.emit("(void)id;")
@@ -181,14 +250,15 @@ def layers_h(p: Program) -> str:
     return "\n".join(out)
 
 
-def cpe_c(p: Program, call: Call) -> str:
+def cpe_c(p: Program, call: Call, config: SunwayConfig) -> str:
     head = [f"/* cpe_{call.function}.c: the CPE side of {c_comment(call.node)} (generated by "
             f"retarget, target sunway, mode {p.mode}); compile with sw5cc -slave, or for the "
             "host emulation with -DRT_EMULATE. */",
             "#include <math.h>", "#include <string.h>", "",
-            *([] if p.mode == "baseline" else ["#define RT_NO_GLOBAL_ACCESS"]),
+            *([] if p.mode != "swtvm" else ["#define RT_NO_GLOBAL_ACCESS"]),
             '#include "layers.h"', "", PRELUDE.rstrip("\n"), ""]
-    body = CpePrinter(call.kernel, p.mode == "baseline").slave(
+    body = CpePrinter(call.kernel, p.mode != "swtvm",
+                      pipeline_plan(call.kernel, p.mode, config)).slave(
         call.function, f"para_{call.function}", call.node)
     return "\n".join(head) + "\n" + body
 
@@ -298,7 +368,7 @@ def makefile(p: Program, config: SunwayConfig) -> str:
         "ifeq ($(origin CC),default)",
         "CC = gcc",
         "endif",
-        f"CFLAGS ?= {config.cflags}",
+        f"CFLAGS ?= {DEFAULT_CFLAGS}",
         "EMUFLAGS = -DRT_EMULATE -Werror=implicit-function-declaration",
         "LDLIBS = -lm -pthread",
         f"SLAVES = {slaves}",
@@ -325,7 +395,7 @@ def sources(p: Program, config: SunwayConfig) -> dict[str, str]:
     files = {"model.h": model_h(p, "sunway", RUNNING), "model.c": model_c(p, config),
              "layers.h": layers_h(p), "main.c": main_c(p), "Makefile": makefile(p, config)}
     for call in cpe_calls(p):
-        files[f"cpe_{call.function}.c"] = cpe_c(p, call)
+        files[f"cpe_{call.function}.c"] = cpe_c(p, call, config)
     for name in RUNTIME:
         files[name] = runtime_source(name)
     return files
@@ -333,11 +403,10 @@ def sources(p: Program, config: SunwayConfig) -> dict[str, str]:
 
 def check_ldm(p: Program, config: SunwayConfig) -> None:
     """The generator's LDM check: every CPE layer's buffers fit `ldm_bytes` (each RT_LDM
-    buffer starts at a 64-byte boundary)."""
+    buffer starts at a 64-byte boundary; a double-buffered one takes twice its size)."""
     for call in cpe_calls(p):
-        used = 0
-        for t in call.kernel.locals:
-            used = -(-used // 64) * 64 + t.nbytes
+        plan = pipeline_plan(call.kernel, p.mode, config)
+        used = ldm_bytes(call.kernel.locals, doubled_buffers(plan))
         if used > config.ldm_bytes:
             raise GraphError(f"{call.node}: its LDM buffers need {used} bytes, more than the "
                              f"{config.ldm_bytes}-byte LDM of a CPE")

@@ -6,8 +6,11 @@
   algorithms refuse (a read that can fall outside its tensor: Pad, a padded pooling window,
   LRN) cannot run on a CPE without touching main memory directly, so its layer runs on the
   MPE (`runs_on`).
-- "baseline": the OpenACC-style code: the nest as lowered, its outer independent loop split
-  over the CPEs, every main-memory element read and written by a global load / store.
+- "openacc": the faithful baseline (openacc.py): the nest as lowered, its outer independent
+  loop split over the CPEs, each tensor's slice copied into LDM where it fits, global loads
+  for the rest.
+- "elementwise": the naive OpenACC code: the nest as lowered, its outer independent loop
+  split over the CPEs, every main-memory element read and written by a global load / store.
 
 The CPE loop of a nest is marked `parallel` in the IR: the CPE code runs its share of that
 loop's iterations (RT_LO .. RT_HI) and every loop outside it in full. Candidates are the loops
@@ -107,8 +110,9 @@ def mark_cpe_loops(kernel: Kernel, config: SunwayConfig | None = None) -> Kernel
 
 def runs_on(kernel: Kernel, mode: str) -> str:
     """"cpe" or "mpe": in swtvm mode a kernel whose statements read or write main memory
-    other than by DMA copies runs on the MPE; in baseline mode everything runs on the CPEs."""
-    if mode == "baseline":
+    other than by DMA copies runs on the MPE; in the baselines everything runs on the CPEs
+    (they may use global loads)."""
+    if mode != "swtvm":
         return "cpe"
     direct = any(acc.tensor.scope == "global" for s, _ in walk(kernel.body)
                  if isinstance(s, Store) for acc, _ in accesses(s))
@@ -116,14 +120,43 @@ def runs_on(kernel: Kernel, mode: str) -> str:
 
 
 def schedule(kernel: Kernel, config: SunwayConfig) -> Scheduled:
-    if config.mode == "baseline":
+    if config.mode == "elementwise":
         return Scheduled(mark_cpe_loops(kernel))        # the outer independent loop, as OpenACC
+    if config.mode == "openacc":
+        from .openacc import openacc_kernel             # it builds on mark_cpe_loops
+        return Scheduled(openacc_kernel(kernel, config))
+    limits = _share_limits(kernel, config) if config.share_first else None
     try:
-        limits = _share_limits(kernel, config) if config.share_first else None
         buffered, _ = buffer_kernel(kernel, config.ldm_bytes, limits=limits)
     except (Unbufferable, CapacityError):
         return Scheduled(_plain(kernel))       # runs_on says "mpe"
-    return Scheduled(mark_cpe_loops(buffered, config))
+    best = mark_cpe_loops(buffered, config)
+    if config.double_buffer:
+        best = _double_buffered(kernel, best, limits, config)
+    return Scheduled(best)
+
+
+# the fractions of the LDM the buffers are sized for when double buffering: doubling the
+# buffers of Algorithm 1, which fills the LDM, would not fit, so smaller ones are tried
+DOUBLE_BUFFER_FRACTIONS = (0.75, 0.5, 0.375, 0.25)
+
+
+def _double_buffered(kernel: Kernel, single: Kernel, limits, config: SunwayConfig) -> Kernel:
+    """Of `single` (buffers sized for the whole LDM) and the kernel buffered for each of
+    DOUBLE_BUFFER_FRACTIONS of it, the one the cost model finds fastest with double
+    buffering (double_buffer.py: the loops whose doubled buffers fit the whole LDM)."""
+    from .cost import kernel_seconds    # cost reads schedules: import when used
+    best, best_s = single, kernel_seconds(single, "swtvm", config)
+    for fraction in DOUBLE_BUFFER_FRACTIONS:
+        try:
+            buffered, _ = buffer_kernel(kernel, int(config.ldm_bytes * fraction), limits=limits)
+        except (Unbufferable, CapacityError):
+            continue
+        trial = mark_cpe_loops(buffered, config)
+        seconds = kernel_seconds(trial, "swtvm", config)
+        if seconds < best_s:
+            best, best_s = trial, seconds
+    return best
 
 
 def _share_limits(kernel: Kernel, config: SunwayConfig) -> dict[str, int]:

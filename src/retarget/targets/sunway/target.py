@@ -4,7 +4,8 @@ algorithms), run on the host under an emulation of athread, with a cost model of
 chip.
 
     m = retarget.compile(graph, "sunway")               # sw26010: 1 core group, 64 CPEs
-    m = retarget.compile(graph, "sunway:baseline")      # the OpenACC-style code
+    m = retarget.compile(graph, "sunway:openacc")       # the faithful OpenACC baseline
+    m = retarget.compile(graph, "sunway:elementwise")   # the naive one: all global loads
     m.run({"input": x})                                 # emulated: 64 host threads
 
 float32, no quantisation; `run --check` holds it to 1e-4 relative of the reference (float sums
@@ -32,13 +33,14 @@ from ..aot.lower import lower_region
 from ..aot.program import Program
 from ..aot.target import LibraryTarget
 from ..base import Region, WeightStore
-from .config import PRESETS, SunwayConfig
+from .config import BASELINES, PRESETS, SunwayConfig
 from .cost import LayerCost, program_costs
 from .emit import COUNTER_FIELDS, check_ldm, sources, units
 from .schedule import schedule
 
 
-BASELINE = "baseline.json"
+def _baseline_file(mode: str) -> str:
+    return f"baseline_{mode}.json"
 
 
 class SunwayKernel(LibraryKernel, target="sunway"):
@@ -57,7 +59,9 @@ class SunwayKernel(LibraryKernel, target="sunway"):
 
     def __init__(self, program, weights, config, directory=None, temporary=False, build=None):
         super().__init__(program, weights, config, directory, temporary, build)
-        self.baseline: Program | None = None   # the same region, scheduled the OpenACC way
+        # the same region scheduled as each baseline (BASELINES: "openacc", the faithful
+        # one, and "elementwise"), for the cost model; not built
+        self.baselines: dict[str, Program] = {}
 
     # ---- what reports and tests read -----------------------------------------------------
     def costs(self, config: SunwayConfig | None = None) -> list[LayerCost]:
@@ -84,51 +88,75 @@ class SunwayKernel(LibraryKernel, target="sunway"):
 
     def report_table(self) -> str:
         """Per layer: where it runs, flops, DMA bytes and transfers, LDM bytes, and the cost
-        model's SW26010 time for this code and for the OpenACC-style baseline."""
+        model's SW26010 time for this code and for each baseline, with the speedups."""
         ours = self.costs()
-        base = self.costs_of_baseline()
+        bases = {m: self.costs_of_baseline(m) for m in BASELINES if m in self.baselines}
         rows = []
-        for o, b in zip(ours, base):
-            rows.append([o.name[:40], o.kind, o.where, f"{o.flops / 1e6:.2f}",
-                         f"{o.dma_bytes / 2**20:.2f}", str(o.dma_transfers),
-                         str(o.ldm_bytes), f"{o.seconds * 1e3:.3f}", f"{b.seconds * 1e3:.3f}",
-                         f"{b.seconds / o.seconds:.2f}" if o.seconds else "-"])
-        t_ours, t_base = sum(c.seconds for c in ours), sum(c.seconds for c in base)
-        rows.append(["total", "", "", f"{sum(c.flops for c in ours) / 1e6:.2f}",
-                     f"{sum(c.dma_bytes for c in ours) / 2**20:.2f}",
-                     str(sum(c.dma_transfers for c in ours)), "", f"{t_ours * 1e3:.3f}",
-                     f"{t_base * 1e3:.3f}", f"{t_base / t_ours:.2f}" if t_ours else "-"])
+
+        def ratio(b: float, o: float) -> str:
+            return f"{b / o:.2f}" if o else "-"
+
+        for i, o in enumerate(ours):
+            row = [o.name[:40], o.kind, o.where, f"{o.flops / 1e6:.2f}",
+                   f"{o.dma_bytes / 2**20:.2f}", str(o.dma_transfers), str(o.ldm_bytes),
+                   f"{o.seconds * 1e3:.3f}"]
+            for costs in bases.values():
+                row += [f"{costs[i].seconds * 1e3:.3f}", ratio(costs[i].seconds, o.seconds)]
+            rows.append(row)
+        t_ours = sum(c.seconds for c in ours)
+        total = ["total", "", "", f"{sum(c.flops for c in ours) / 1e6:.2f}",
+                 f"{sum(c.dma_bytes for c in ours) / 2**20:.2f}",
+                 str(sum(c.dma_transfers for c in ours)), "", f"{t_ours * 1e3:.3f}"]
+        for costs in bases.values():
+            t = sum(c.seconds for c in costs)
+            total += [f"{t * 1e3:.3f}", ratio(t, t_ours)]
+        rows.append(total)
         head = (f"{self.program.name}: predicted on {self.config.core_groups} SW26010 core "
                 f"group(s) ({self.config.cpes} CPEs, {self.config.ldm_bytes // 1024} KB LDM), "
-                f"mode {self.program.mode}; baseline = the OpenACC-style code")
-        return head + "\n" + format_table(
-            ["layer", "kind", "on", "MFLOP", "DMA MiB", "DMA transfers", "LDM B",
-             "ours ms", "baseline ms", "speedup"], rows)
+                f"mode {self.program.mode}"
+                f"{', double-buffered' if self.config.double_buffer else ''}; "
+                f"baselines: openacc = the careful OpenACC code "
+                f"(slices copied into LDM where they fit), elementwise = every element a "
+                f"global load / store")
+        columns = ["layer", "kind", "on", "MFLOP", "DMA MiB", "DMA transfers", "LDM B", "ours ms"]
+        for m in bases:
+            columns += [f"{m} ms", f"x {m}"]
+        return head + "\n" + format_table(columns, rows)
 
-    def costs_of_baseline(self) -> list[LayerCost]:
-        """The baseline's predicted costs: the same layers scheduled the OpenACC way."""
-        if self.baseline is None:
-            raise TargetError(f"sunway program {self.program.name!r} has no baseline program")
-        return program_costs(self.baseline, self.config)
+    def costs_of_baseline(self, mode: str = "openacc") -> list[LayerCost]:
+        """A baseline's predicted costs: the same layers scheduled as `mode` schedules them."""
+        if mode not in self.baselines:
+            raise TargetError(f"sunway program {self.program.name!r} has no {mode!r} baseline "
+                              f"program (it has {sorted(self.baselines) or 'none'})")
+        return program_costs(self.baselines[mode], self.config)
 
-    # ---- artifact: the baseline program rides along (as data, verified on load) ------------
+    # ---- artifact: the baseline programs ride along (as data, verified on load) ------------
     def save(self, directory: Path, weights: WeightStore) -> dict:
         spec = super().save(directory, weights)
-        if self.baseline is not None:
-            (directory / BASELINE).write_text(json.dumps(self.baseline.to_json(), indent=1),
-                                              encoding="utf-8")
-            spec["baseline"] = BASELINE
+        files = {}
+        for mode, program in self.baselines.items():
+            files[mode] = _baseline_file(mode)
+            (directory / files[mode]).write_text(json.dumps(program.to_json(), indent=1),
+                                                 encoding="utf-8")
+        if files:
+            spec["baselines"] = files
         return spec
 
     @classmethod
     def load(cls, directory: Path, spec, weights, target) -> "SunwayKernel":
         kernel = super().load(directory, spec, weights, target)
-        if spec.get("baseline") == BASELINE:
+        files = spec.get("baselines") or {}
+        if not isinstance(files, dict):
+            raise ModelLoadError(f"{directory}: 'baselines' must map a mode to a file")
+        for mode, name in files.items():
+            if mode not in BASELINES or name != _baseline_file(mode):
+                raise ModelLoadError(f"{directory}: baseline {mode!r} -> {name!r} is not one "
+                                     f"of {', '.join(map(_baseline_file, BASELINES))}")
             try:
-                kernel.baseline = Program.from_json(
-                    json.loads((directory / BASELINE).read_text(encoding="utf-8")))
-            except (RetargetError, KeyError, TypeError, ValueError, RecursionError) as e:
-                raise ModelLoadError(f"{directory / BASELINE}: not a valid sunway program "
+                kernel.baselines[mode] = Program.from_json(
+                    json.loads((directory / name).read_text(encoding="utf-8")))
+            except (OSError, RetargetError, KeyError, TypeError, ValueError, RecursionError) as e:
+                raise ModelLoadError(f"{directory / name}: not a valid sunway program "
                                      f"({type(e).__name__}: {e})") from None
         return kernel
 
@@ -142,15 +170,16 @@ class SunwayTarget(LibraryTarget, kernel=SunwayKernel, config=SunwayConfig, pres
         return schedule(kernel, self.config)
 
     def lower(self, region: Region) -> SunwayKernel:
-        """The region's program, and the same region scheduled the OpenACC way (the cost
-        model's baseline; not built)."""
+        """The region's program, and the same region scheduled as each baseline (the cost
+        model's comparison; not built)."""
         kernel = super().lower(region)
-        if self.config.mode == "baseline":
-            kernel.baseline = kernel.program
-        else:
-            base = replace(self.config, mode="baseline")
-            kernel.baseline = lower_region(region, self.op_lowering(),
-                                           lambda k, c: schedule(k, base), "baseline")[0]
+        for mode in BASELINES:
+            if mode == self.config.mode:
+                kernel.baselines[mode] = kernel.program
+                continue
+            base = replace(self.config, mode=mode, double_buffer=False)
+            kernel.baselines[mode] = lower_region(
+                region, self.op_lowering(), lambda k, c, base=base: schedule(k, base), mode)[0]
         return kernel
 
     def prepare(self, graph: Graph) -> Graph:

@@ -9,12 +9,18 @@ where LOAD instructions read, STORE results are read back with copy_from_device.
                counters: the simulator's (inp/wgt/acc/uop load bytes, out store bytes,
                          gemm/alu counters, instructions per module) plus "instructions".
 
+Which simulator runs the streams is the option `simulator`: "c" (retarget's C simulator,
+targets/vta/csim; an error if it cannot be built), "python" (the reference, targets/vta/sim) or
+"auto" (C when a C compiler is available, else Python); the default is $RETARGET_VTA_SIM, else
+"auto". Both are bit-identical (docs/vta-csim.md).
+
 The SRAMs persist between tasks, as on the board. Programs from the StreamBuilder use DRAM
 addresses from 0; `load_program` places one anywhere in device memory by relocating the
 dram_base of its LOAD/STORE instructions (like a loader relocating a binary).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -24,6 +30,7 @@ from ..accel.device import LoadedProgram, StreamDevice
 from .config import VTAConfig, load_config
 from .isa import INSN_BYTES, Insn, MemInsn, encode_stream, layout_for
 from .sim import Simulator
+from .csim.build import CSimUnavailable
 from .sim.memory import dram_elem_bytes
 
 
@@ -42,17 +49,43 @@ def relocate(insns: list[Insn], cfg: VTAConfig, byte_offset: int) -> list[Insn]:
     return out
 
 
+SIMULATOR_ENV = "RETARGET_VTA_SIM"
+SIMULATORS = ("auto", "c", "python")
+
+
+def simulator_choice(option: str | None) -> str:
+    """The device option `simulator`, or $RETARGET_VTA_SIM when it is None, else "auto"."""
+    value = option if option is not None else (os.environ.get(SIMULATOR_ENV) or "auto")
+    if value not in SIMULATORS:
+        source = "option simulator" if option is not None else f"${SIMULATOR_ENV}"
+        raise DeviceError(f"vta: {source}={value!r}; choose one of {', '.join(SIMULATORS)}")
+    return value
+
+
 class VTADevice(StreamDevice):
-    """A VTA accelerator simulated bit-exactly (targets/vta/sim) as a Device."""
+    """A VTA accelerator simulated bit-exactly (targets/vta/csim or targets/vta/sim) as a
+    Device."""
 
     name = "vta"
     insn_bytes = INSN_BYTES
     load_config = staticmethod(load_config)
+    default_options = {**StreamDevice.default_options, "simulator": None}
     cfg: VTAConfig
     sim: Simulator
 
     def make_simulator(self) -> Simulator:
+        choice = simulator_choice(self.options["simulator"])
+        if choice != "python":
+            from .csim.binding import CSimulator
+            try:
+                return CSimulator(self.cfg, dram=self._memory)
+            except (CSimUnavailable, OSError) as e:
+                if choice == "c":
+                    raise DeviceError(f"{self.name}: simulator='c' but {e}") from None
         return Simulator(self.cfg, dram=self._memory)
+
+    def sim_memory_moved(self) -> None:
+        self.sim.rebind_dram(self._memory)
 
     def simulate(self, raw: bytes) -> dict[str, int]:
         self.sim.mem.confine = self.task_memory

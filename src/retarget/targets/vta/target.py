@@ -28,6 +28,7 @@ import numpy as np
 
 from ...ir.graph import Graph, Node
 from ..accel.graph_layers import conv_layer, fused_requantize, split_accumulators
+from ..accel.cost import StreamCost
 from ..base import INT8_POW2, Region, Support, Target
 from .config import PRESETS, VTAConfig
 from .kernel import VTAKernel
@@ -38,7 +39,7 @@ from .window_packing import Packing, is_packed, pack_narrow_convs
 DEVICE_MEMORY = 1 << 28  # simulated shared DRAM (pages are only touched when used)
 
 
-class VTATarget(Target):
+class VTATarget(StreamCost, Target):
     name: ClassVar[str] = "vta"
     description: ClassVar[str] = ("VTA-style int8 tensor accelerator (GEMM core + tensor ALU), "
                                   "simulated bit-exactly; quantises the model first")

@@ -18,6 +18,9 @@
  *   byte range against the tensor's registered size and the LDM range against the arena.
  * - Global loads / stores (rt_gld / rt_gst, the OpenACC-style baseline's) are bounds-checked
  *   too, and unavailable when RT_NO_GLOBAL_ACCESS is defined (retarget's own schedule).
+ * - Asynchronous gets (rt_dma_iget, double buffering): the emulation checks them when issued
+ *   but copies the bytes only at rt_dma_wait_async, so code that reads a prefetched buffer
+ *   before waiting for it reads stale data (and the test against the reference fails).
  * - Counters per CPE: DMA bytes in and out, DMA calls and contiguous transfers, global loads
  *   and stores, LDM bytes used; the MPE reads them after each layer.
  * Errors stop every CPE (a failed CPE wakes the others at RT_SYNC instead of deadlocking) and
@@ -53,6 +56,20 @@ static inline void rt_dma_put(rt_gmem dst, size_t offset, const void *ldm, size_
     while (rt_reply != 1) {}
 }
 static inline void rt_dma_wait(void) {}
+/* double buffering: gets that complete in the background, counted on their own reply word */
+static __thread_local volatile int rt_async_reply = 0;
+static __thread_local int rt_async_issued = 0;
+static inline void rt_dma_iget(void *ldm, rt_gmem src, size_t offset, size_t bytes)
+{
+    athread_get(PE_MODE, src.p + offset, ldm, (int)bytes, (void *)&rt_async_reply, 0, 0, 0);
+    rt_async_issued++;
+}
+static inline void rt_dma_wait_async(void)
+{
+    while (rt_async_reply != rt_async_issued) {}
+    rt_async_reply = 0;
+    rt_async_issued = 0;
+}
 static inline void rt_sync(void) { athread_syn(ARRAY_SCOPE, 0xffff); }
 #ifndef RT_NO_GLOBAL_ACCESS                       /* a CPE's gld / gst: plain accesses */
 #define rt_gld_f(h, i) (((const float *)(h).p)[i])
@@ -120,6 +137,9 @@ void *rt_ldm_alloc(size_t bytes, const char *what);
 void rt_dma_get(void *ldm, rt_gmem src, size_t offset, size_t bytes);
 void rt_dma_put(rt_gmem dst, size_t offset, const void *ldm, size_t bytes);
 void rt_dma_wait(void);                            /* every DMA of this CPE has replied */
+/* an asynchronous get (double buffering): checked now, the bytes land at rt_dma_wait_async */
+void rt_dma_iget(void *ldm, rt_gmem src, size_t offset, size_t bytes);
+void rt_dma_wait_async(void);                      /* every rt_dma_iget so far has landed */
 void rt_sync(void);                                /* athread_syn over all CPEs */
 #ifndef RT_NO_GLOBAL_ACCESS
 float rt_gld_f(rt_gmem src, size_t index);

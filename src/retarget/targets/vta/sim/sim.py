@@ -108,6 +108,34 @@ def _fail(index: int, insn, message: str) -> SimulationError:
     return SimulationError(f"{_label(index, insn)}: {message}", index)
 
 
+def missing_finish_error(insns) -> SimulationError:
+    """The stream ran to its end without a FINISH (`insns`: any indexable of instructions)."""
+    last = len(insns) - 1
+    where = f"; the last is {_label(last, insns[last])}" if len(insns) else ""
+    return SimulationError(f"missing FINISH: the stream of {len(insns)} instruction(s) ran to "
+                           f"its end without a FINISH{where}", last if len(insns) else None)
+
+
+def deadlock_error(insns, executed: int, blocked: list[tuple[str, int, tuple[str, ...]]],
+                   queue_counts: dict[str, int]) -> DeadlockError:
+    """No module can go on: `blocked` lists (module, its next instruction, queues it waits on)."""
+    blocked = [(mod, i, " ".join(format_insn(insns[i]).split()), waits)
+               for mod, i, waits in blocked]
+    lines = "; ".join(f"{mod} module blocked at {_label(i, insns[i])} waiting on "
+                      f"{'/'.join(w)}" for mod, i, _, w in blocked)
+    return DeadlockError(f"token deadlock after {executed} instruction(s): {lines}; "
+                         f"queue tokens {queue_counts}", blocked, queue_counts)
+
+
+def early_finish_error(insns, finish_index: int, pending: list[tuple[str, int]]
+                       ) -> SimulationError:
+    """FINISH ran while `pending` (module, next instruction) had not."""
+    lines = ", ".join(f"{mod} {_label(i, insns[i])}" for mod, i in pending)
+    return SimulationError(f"{_label(finish_index, insns[finish_index])} ended the stream while "
+                           f"instructions had not run: {lines}; FINISH must come after them in "
+                           f"the stream and wait for them through tokens", finish_index)
+
+
 def decode(stream, cfg: VTAConfig, cache: dict | None = None) -> tuple[list[Insn], bool]:
     """Instruction dataclasses from bytes (raw 16-byte words), or a list passed through.
     Returns (instructions, decoded_from_bytes). `cache` memoises words already decoded: streams
@@ -199,6 +227,12 @@ class Simulator:
     @property
     def dram(self) -> np.ndarray:
         return self.mem.dram
+
+    def rebind_dram(self, dram: np.ndarray) -> None:
+        """Use `dram` (the same contents, grown) from now on; the SRAMs are kept, the replays
+        (which hold views of the old array) dropped."""
+        self.mem.dram = dram
+        self._replays.clear()
 
     def run(self, stream) -> SimResult:
         """Execute an instruction stream (bytes or a list of instruction dataclasses) until
@@ -297,25 +331,12 @@ class Simulator:
         queue_counts = dict(zip(queues, tokens))
         if finish_index < 0:
             if not pending:
-                last = len(insns) - 1
-                where = f"; the last is {_label(last, insns[last])}" if insns else ""
-                raise SimulationError(f"missing FINISH: the stream of {len(insns)} instruction(s) "
-                                      f"ran to its end without a FINISH{where}",
-                                      last if insns else None)
-            blocked = []
-            for module, i in pending:
-                waits = tuple(queues[q] for q in queues_of[i][0] if tokens[q] == 0)
-                blocked.append((module, i, " ".join(format_insn(insns[i]).split()), waits))
-            lines = "; ".join(f"{mod} module blocked at {_label(i, insns[i])} waiting on "
-                              f"{'/'.join(w)}" for mod, i, _, w in blocked)
-            raise DeadlockError(f"token deadlock after {executed} instruction(s): {lines}; "
-                                f"queue tokens {queue_counts}", blocked, queue_counts)
+                raise missing_finish_error(insns)
+            raise deadlock_error(insns, executed, [
+                (module, i, tuple(queues[q] for q in queues_of[i][0] if tokens[q] == 0))
+                for module, i in pending], queue_counts)
         if pending:
-            lines = ", ".join(f"{mod} {_label(i, insns[i])}" for mod, i in pending)
-            raise SimulationError(f"{_label(finish_index, insns[finish_index])} ended the stream "
-                                  f"while instructions had not run: {lines}; FINISH must come "
-                                  f"after them in the stream and wait for them through tokens",
-                                  finish_index)
+            raise early_finish_error(insns, finish_index, pending)
         self.totals.add(counters)
         result = SimResult(counters, executed, finish_index,
                            {k: v for k, v in queue_counts.items() if v})
