@@ -9,7 +9,9 @@ e.g. examples/toy_accelerator.py; artifacts themselves never contain code).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -141,25 +143,53 @@ def _split_batches(arrays: dict):
 
 
 def run_compile(args: argparse.Namespace) -> int:
-    from .report_cmd import check_report_paths, emit_report, wants_report
+    from .report_cmd import check_report_paths
     check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
-    for kernel in module.kernels.values():
-        if kernel.summary():
-            print(kernel.summary())
-    _print_prequantized_error(args.model, module)
-    _print_tflite_deviation(args, module)
+    for name, kernel in module.kernels.items():
+        line = nonfatal(args, f"the summary of region {name}", kernel.summary)
+        if line:
+            print(line)
+    nonfatal(args, "the comparison with the quantised model",
+             lambda: _print_prequantized_error(args.model, module))
+    nonfatal(args, "the comparison with the TFLite interpreter",
+             lambda: _print_tflite_deviation(args, module))
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
     if args.export_regions:
         module.export_regions(args.export_regions)
         print(f"wrote {args.export_regions}")
-    if wants_report(args):
-        print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    return 0
+    return report_after(module, args)
+
+
+def report_after(module, args: argparse.Namespace) -> int:
+    """The report options' output for a module compiled (or run) here: 0, or 1 when a report
+    that was asked for failed (its one-line warning printed; the module is unaffected)."""
+    from .report_cmd import emit_report, wants_report
+    if not wants_report(args):
+        return 0
+    print()
+    done = nonfatal(args, "the report", lambda: emit_report(
+        module, args, print_table=bool(getattr(args, "report", False))) or True)
+    return 0 if done else 1
+
+
+def nonfatal(args: argparse.Namespace, what: str, report: Callable[[], Any]) -> Any:
+    """Run `report`, which describes a module that is already compiled (a summary line, a
+    cycle-model report): whatever goes wrong in it is a one-line warning, never the end of a
+    compile whose artifact is fine. Returns its result, or None when it failed (--debug:
+    the traceback instead)."""
+    try:
+        return report()
+    except Exception as e:   # noqa: BLE001 -- a report's bug must not lose the artifact
+        if getattr(args, "debug", False):
+            raise
+        first = (str(e).splitlines() or [""])[0]
+        print(f"warning: {what} failed ({type(e).__name__}: {first}); the compiled module "
+              f"is unaffected", file=sys.stderr)
+        return None
 
 
 def _print_prequantized_error(model_path: str, module) -> None:
@@ -239,7 +269,7 @@ def run_compiled(args: argparse.Namespace) -> int:
     from ..runtime.executor import format_profile
     from ..runtime.module import Module
     from ..targets.cpu.reference import run_graph
-    from .report_cmd import check_report_paths, emit_report, wants_report
+    from .report_cmd import check_report_paths
     from .run_cmd import complete_inputs, read_input_files
 
     check_report_paths(args)
@@ -283,10 +313,8 @@ def run_compiled(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if getattr(args, "profile", False):
         print(format_profile(module.profile))
-    if wants_report(args):   # the cycle model's figures, beside this run's measured host times
-        print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    status = 0
+    # the cycle model's figures, beside this run's measured host times
+    status = report_after(module, args)
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the
         # integer graph, which the accelerator must reproduce bit for bit.

@@ -145,6 +145,19 @@ RULES = {"Conv": _accumulator_rule, "Gemm": _accumulator_rule, "MatMul": _accumu
          "Squeeze": _view_rule, "Unsqueeze": _view_rule, "Identity": _view_rule}
 
 
+VIEW_OPS = tuple(op for op, rule in RULES.items() if rule is _view_rule)
+
+
+def views_only(nodes: list[Node]) -> dict[str, str]:
+    """A region of views alone (Reshape, Flatten, ...) compiles to a loadable of no layers:
+    the engine would do nothing but the copies in and out, so its nodes go to the CPU."""
+    if any(n.op not in VIEW_OPS for n in nodes):
+        return {}
+    why = ("a region of views only (no layer for the engine: it would only copy the bytes "
+           "in and out)")
+    return {n.name: why for n in nodes}
+
+
 def split_accumulators(nodes: list[Node], graph: Graph) -> dict[str, str]:
     """Nodes to move to the CPU because a conv/dense/sum-pool and the converter of its int32
     result would land in different regions (nvdla hands int8 only to the host)."""
@@ -164,4 +177,4 @@ def split_accumulators(nodes: list[Node], graph: Graph) -> dict[str, str]:
     return refused
 
 
-__all__ = ["RULES", "converter_problem", "split_accumulators"]
+__all__ = ["RULES", "VIEW_OPS", "converter_problem", "split_accumulators", "views_only"]

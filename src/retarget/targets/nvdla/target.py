@@ -25,7 +25,7 @@ from .config import PRESETS, NvdlaConfig
 from .kernel import NvdlaKernel
 from .loadable import CONV, Loadable, LoadableError
 from .program import NvdlaProgram
-from .rules import RULES, split_accumulators
+from .rules import RULES, split_accumulators, views_only
 
 DEVICE_MEMORY = 1 << 30
 
@@ -47,7 +47,7 @@ class NvdlaTarget(ExternalCompilerTarget):
         return refuse_unknown(self.name, node, "engine")
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
-        return split_accumulators(nodes, graph)
+        return split_accumulators(nodes, graph) or views_only(nodes)
 
     def compiler_config(self) -> dict:
         return {"name": self.config.name, **self.config.hardware()}
