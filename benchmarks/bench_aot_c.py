@@ -20,6 +20,9 @@ float c / int8 c, int8 c / ort int8 and the parallel speedup of c and int8 c. Th
 OpenMP's omp_set_num_threads (libgomp is shared by every library in the process),
 onnxruntime's intra_op_num_threads, and the BLAS thread count for the reference.
 
+--interleaved ROUNDS: one thread only, the four runs interleaved in each round, each keeping
+its best round: what a machine shared with other work can still compare fairly.
+
 --json writes {"<net>": {"threads": {"1": {"c_ms", "naive_ms", "ort_ms", "ref_ms", "int8_ms",
 "ort_int8_ms"[, "tvm_ms"]}, "all": {...}}, "build_s", "arena_bytes"}}.
 Goals: float c <= 1.0x onnxruntime on one thread (bar 1.2x), <= 1.2x on all cores (bar 1.5x),
@@ -42,8 +45,8 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
-from retarget.report.table import format_table
-from retarget.runtime.threads import blas_threads
+from retarget.table import format_table
+from retarget.device.threads import blas_threads
 
 NETS = "resnet18,resnet50,vgg16,mobilenet_v1"
 
@@ -54,7 +57,11 @@ def _omp():
 
 
 def best_ms(fn, runs: int) -> float:
+    """The best of `runs` timed calls after one warm-up (runs = 0: the warm-up itself, timed)."""
+    t0 = time.perf_counter()
     fn()                                     # warm-up: first-touch of the arena, caches
+    if not runs:
+        return 1e3 * (time.perf_counter() - t0)
     ts = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -146,6 +153,35 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
     return out, extra
 
 
+def interleaved(name: str, size: int, rounds: int, omp) -> dict:
+    """One thread, for a machine shared with other work: the float and int8 C and onnxruntime
+    float and int8 run one after another in each of `rounds` rounds, and each keeps its best
+    round, so all four see the same background load."""
+    import onnxruntime as ort
+    model = zoo.build(name, size=size)
+    graph = import_model(model)
+    x = {"input": np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)}
+    fast = retarget.compile(graph, "c")
+    int8 = retarget.compile(retarget.quantize(graph, [x], per_channel=True), "c")
+    with tempfile.TemporaryDirectory() as d:
+        qdq = ort_int8_model(model, x, d)
+    if omp is not None:
+        omp.omp_set_num_threads(1)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = 1, 1
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
+    runners = {"c_ms": lambda: fast.run(x), "ort_ms": lambda: sess.run(None, x),
+               "int8_ms": lambda: int8.run(x), "ort_int8_ms": lambda: qsess.run(None, x)}
+    best = {k: best_ms(f, 0) for k, f in runners.items()}       # warm-up and first round
+    for _ in range(rounds - 1):
+        for k, f in runners.items():
+            best[k] = min(best[k], best_ms(f, 1))
+    fast.close()
+    int8.close()
+    return best
+
+
 def fast_arena(module) -> int:
     """The arena bytes of the module's (single) c kernel."""
     sizes = [k.arena_bytes for k in module.kernels.values() if hasattr(k, "arena_bytes")]
@@ -158,9 +194,26 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--interleaved", type=int, default=0, metavar="ROUNDS",
+                    help="instead: one thread, c / ort / int8 / ort int8 in interleaved rounds "
+                         "(for a shared machine); --json then writes {net: {c_ms, ...}}")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     omp = _omp()
+    if args.interleaved:
+        results = {name: interleaved(name, args.size, args.interleaved, omp)
+                   for name in args.nets.split(",")}
+        print(format_table(["network", "c ms", "ort ms", "int8 ms", "ort int8 ms", "c / ort",
+                            "float / int8", "int8 / ort int8"],
+                           [[n, f"{r['c_ms']:.1f}", f"{r['ort_ms']:.1f}", f"{r['int8_ms']:.1f}",
+                             f"{r['ort_int8_ms']:.1f}", f"{r['c_ms'] / r['ort_ms']:.2f}",
+                             f"{r['c_ms'] / r['int8_ms']:.2f}",
+                             f"{r['int8_ms'] / r['ort_int8_ms']:.2f}"]
+                            for n, r in results.items()]))
+        if args.json:
+            with open(args.json, "w", encoding="utf-8") as fh:
+                json.dump(results, fh, indent=1)
+        return 0
     results, rows = {}, []
     for name in args.nets.split(","):
         r, extra = measure(name, args.size, args.runs, omp)

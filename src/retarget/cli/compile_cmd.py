@@ -16,7 +16,7 @@ from ..report.deviation import format_deviation, tflite_deviation
 from ..runtime.check import random_inputs
 from .compile_options import (add_compile_options, add_target_options, compile_from_args,
                               read_calibration)
-from .report_options import add_report_options, check_report_paths, emit_report, wants_report
+from .report_options import add_report_options, check_report_paths, nonfatal, report_after
 
 
 def register(subparsers) -> None:
@@ -39,21 +39,21 @@ def run_compile(args: argparse.Namespace) -> int:
     check_report_paths(args)
     module = compile_from_args(args)
     print(module.report.table())
-    for kernel in module.kernels.values():
-        if kernel.summary():
-            print(kernel.summary())
-    _print_prequantized_error(args.model, module)
-    _print_tflite_deviation(args, module)
+    for name, kernel in module.kernels.items():
+        line = nonfatal(args, f"the summary of region {name}", kernel.summary)
+        if line:
+            print(line)
+    nonfatal(args, "the comparison with the quantised model",
+             lambda: _print_prequantized_error(args.model, module))
+    nonfatal(args, "the comparison with the TFLite interpreter",
+             lambda: _print_tflite_deviation(args, module))
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
     if args.export_regions:
         module.export_regions(args.export_regions)
         print(f"wrote {args.export_regions}")
-    if wants_report(args):
-        print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    return 0
+    return report_after(module, args)
 
 
 def _print_prequantized_error(model_path: str, module) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import importlib.util
 from pathlib import Path
+from typing import Any, Callable
 
 from ..errors import InputError, TargetError
 from ..report.module import module_report
@@ -78,3 +80,30 @@ def check_report_paths(args: argparse.Namespace) -> None:
     """For run/compile: validate the report file options before the work starts."""
     if wants_report(args):
         _check_paths(args)
+
+
+def report_after(module, args: argparse.Namespace) -> int:
+    """The report options' output for a module compiled (or run) here: 0, or 1 when a report
+    that was asked for failed (its one-line warning printed; the module is unaffected)."""
+    if not wants_report(args):
+        return 0
+    print()
+    done = nonfatal(args, "the report", lambda: emit_report(
+        module, args, print_table=bool(getattr(args, "report", False))) or True)
+    return 0 if done else 1
+
+
+def nonfatal(args: argparse.Namespace, what: str, report: Callable[[], Any]) -> Any:
+    """Run `report`, which describes a module that is already compiled (a summary line, a
+    cycle-model report): whatever goes wrong in it is a one-line warning, never the end of a
+    compile whose artifact is fine. Returns its result, or None when it failed (--debug:
+    the traceback instead)."""
+    try:
+        return report()
+    except Exception as e:   # noqa: BLE001 -- a report's bug must not lose the artifact
+        if getattr(args, "debug", False):
+            raise
+        first = (str(e).splitlines() or [""])[0]
+        print(f"warning: {what} failed ({type(e).__name__}: {first}); the compiled module "
+              f"is unaffected", file=sys.stderr)
+        return None

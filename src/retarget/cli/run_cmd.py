@@ -27,7 +27,7 @@ from .arrays import load_array_file
 from .compile_options import (add_compile_options, add_target_options, add_verify_option,
                               compile_from_args, load_artifact, load_plugins)
 from .inspect_cmd import add_input_shape_option, load_model, model_input_names
-from .report_options import add_report_options, check_report_paths, emit_report, wants_report
+from .report_options import add_report_options, check_report_paths, report_after, wants_report
 
 
 TOP_K = 5
@@ -284,10 +284,8 @@ def run_compiled(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if getattr(args, "profile", False):
         print(format_profile(module.profile))
-    if wants_report(args):   # the cycle model's figures, beside this run's measured host times
-        print()
-        emit_report(module, args, print_table=bool(getattr(args, "report", False)))
-    status = 0
+    # the cycle model's figures, beside this run's measured host times
+    status = report_after(module, args)
     if args.check:
         # The reference runs the module's own graph: for a quantising target (vta) that is the
         # integer graph, which the accelerator must reproduce bit for bit.

@@ -414,8 +414,8 @@ class _KernelPrinter:
         src_t, dst_t = c.src.tensor, c.dst.tensor
         self.emit(f"/* {c_comment(str(c))} */")
         rank = len(c.extents)
-        if rank == 0:
-            self.emit(f"{self.ref(c.dst, extents)} = {self.ref(c.src, extents)};")
+        if rank == 0:   # a scalar: one run of one element (a DMA on sunway, like any run)
+            self.move(dst_t, self.flat(c.dst, extents), src_t, self.flat(c.src, extents), 1)
             return
         # The contiguous run: the innermost dimension, merged outward while every dimension
         # inside it is covered whole in both tensors (a dimension of extent 1 never breaks

@@ -134,8 +134,11 @@ class StreamDevice(SimulatedDevice):
         base = self.malloc(max(1, image.size), self.image_alignment())
         self.copy_to_device(base, image)
         stream = self.relocate(program, base)
-        insns = self.malloc(len(stream), 64)
-        self.copy_to_device(insns, np.frombuffer(stream, dtype=np.uint8))
+        # An empty stream (a region that only renames bytes) still gets an address; its
+        # kernel submits nothing.
+        insns = self.malloc(max(1, len(stream)), 64)
+        if stream:
+            self.copy_to_device(insns, np.frombuffer(stream, dtype=np.uint8))
         handle = self.hold(f"{self.name} program loaded at 0x{base:x}",
                            {"DRAM image": base, "instruction stream": insns})
         return LoadedProgram(program, base, insns, len(stream) // self.insn_bytes, self.run_kind,

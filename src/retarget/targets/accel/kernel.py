@@ -14,6 +14,7 @@ layout (`pack_input`, `unpack_output`) and its cycle model (`simulate_timing`).
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
@@ -26,14 +27,32 @@ from ..base import Kernel, Target, WeightStore
 
 @dataclass(frozen=True, slots=True)
 class Binding:
-    """A region input or output: graph value `value` (int8, logical NCHW or (rows, cols)
-    shape) lives in the program's DRAM buffer `buffer`, in the target's layout. `slices` > 1
-    marks an input read as that many stacked weight matrices, (slices * K) x M, rather than
-    as an activation (the second operand of a batched activation x activation product)."""
+    """A region input or output: graph value `value` (int8, its logical shape: NCHW, (rows,
+    cols), tokens x features, any rank a target binds) lives in the program's DRAM buffer
+    `buffer`, in the target's layout. `slices` > 1 marks an input read as that many stacked
+    weight matrices, (slices * K) x M, rather than as an activation (the second operand of a
+    batched activation x activation product).
+
+    The checks live here, in construction, so that what a lowering binds is exactly what an
+    artifact's kernel.json may hold: save and load accept the same bindings."""
     value: str
     buffer: str
     shape: tuple[int, ...]
     slices: int = 0
+
+    def __post_init__(self):
+        try:
+            shape = tuple(operator.index(d) for d in self.shape)
+        except TypeError:
+            shape = ()
+        if shape != tuple(self.shape) or min(shape, default=1) <= 0:
+            raise TargetError(f"binding {self.value!r}: shape {list(self.shape)} has a "
+                              f"dimension that is not a positive integer")
+        object.__setattr__(self, "shape", shape)   # plain ints, as kernel.json holds them
+        if self.slices < 0 or (self.slices and (len(self.shape) != 2
+                                                or self.shape[0] % self.slices)):
+            raise TargetError(f"binding {self.value!r}: {self.slices} weight slices do not "
+                              f"divide its shape {list(self.shape)}")
 
     def to_json(self) -> dict:
         d = {"value": self.value, "buffer": self.buffer, "shape": list(self.shape)}
@@ -43,14 +62,8 @@ class Binding:
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "Binding":
-        shape = tuple(int(s) for s in d["shape"])
-        if len(shape) not in (2, 4) or min(shape) <= 0:
-            raise ValueError(f"binding {d.get('value')!r}: shape {list(shape)} is not 2-D/4-D")
-        slices = int(d.get("slices", 0))
-        if slices < 0 or (slices and (len(shape) != 2 or shape[0] % slices)):
-            raise ValueError(f"binding {d.get('value')!r}: {slices} weight slices do not "
-                             f"divide its shape {list(shape)}")
-        return Binding(str(d["value"]), str(d["buffer"]), shape, slices)
+        return Binding(str(d["value"]), str(d["buffer"]), tuple(d["shape"]),
+                       operator.index(d.get("slices", 0)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +95,9 @@ class StreamKernel(Kernel):
     kind: ClassVar[str] = ""
     label: ClassVar[str] = ""              # the target's name, for messages: kind's first part
     program_class: ClassVar[type] = type(None)
+    # The ranks of the logical tensors its layout (pack_input / unpack_output) handles; None:
+    # any. Checked when a kernel is made, so a compile and a load refuse the same bindings.
+    binding_ranks: ClassVar[tuple[int, ...] | None] = None
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
@@ -101,6 +117,10 @@ class StreamKernel(Kernel):
             if b.buffer not in program.buffers:
                 raise TargetError(f"{self.label} kernel {name!r}: value {b.value!r} bound to "
                                   f"unknown DRAM buffer {b.buffer!r}")
+            if self.binding_ranks is not None and len(b.shape) not in self.binding_ranks:
+                raise TargetError(f"{self.label} kernel {name!r}: value {b.value!r} of shape "
+                                  f"{list(b.shape)}; {self.label} lays out tensors of rank "
+                                  f"{' or '.join(map(str, self.binding_ranks))} only")
         self._loaded: dict[int, Any] = {}   # id(device) -> LoadedProgram
         self._timing = None
 
@@ -171,8 +191,10 @@ class StreamKernel(Kernel):
                                   f"to {packed.shape}, its DRAM buffer {b.buffer!r} is "
                                   f"{dst.shape}")
             dst[...] = packed
-        device.submit(loaded.task(self.name))
-        records = device.synchronize()
+        records = []
+        if loaded.count:   # no instructions (outputs name the inputs' bytes): nothing to run
+            device.submit(loaded.task(self.name))
+            records = device.synchronize()
         for b, ptr in zip(self.outputs, outputs):
             out = self.unpack_output(self._buffer_view(device, loaded, b.buffer), b.shape)
             device.view(ptr, b.shape, np.int8)[...] = out
@@ -240,7 +262,8 @@ class StreamKernel(Kernel):
             layers = [LayerInfo.from_json(d) for d in doc.get("layers", [])]
             maps = (None if doc.get("maps") is None
                     else [Binding.from_json(d) for d in doc["maps"]])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError,
+                TargetError) as e:
             raise ModelLoadError(f"{cls.label} kernel in {directory}: unreadable "
                                  f"({type(e).__name__}: {e})") from None
         if program.config != target.config:
@@ -265,8 +288,11 @@ class StreamKernel(Kernel):
 
 
 def _as_nchw(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    """A logical map's shape as N, C, H, W ((rows, features) as rows x features x 1 x 1)."""
-    return tuple(shape) if len(shape) == 4 else (shape[0], int(np.prod(shape[1:])), 1, 1)
+    """A logical map's shape as N, C, H, W ((rows, features) as rows x features x 1 x 1; any
+    other rank likewise, its first dimension as N)."""
+    if len(shape) == 4:
+        return tuple(shape)
+    return (shape[0] if shape else 1, int(np.prod(shape[1:])), 1, 1)
 
 
 __all__ = ["Binding", "LayerInfo", "StreamKernel"]

@@ -134,7 +134,9 @@ def timing_result(cfg, engines: Sequence[str], work: InsnWork, engine: Sequence[
                   spans: Sequence[LayerSpan], macs_per_gemm_cycle: int,
                   format_insn: Callable[[Any], str] = repr) -> TimingResult:
     """Aggregate a scheduled stream into a TimingResult (totals and one LayerTiming per span).
-    MACs are MAC-array cycles times `macs_per_gemm_cycle`."""
+    MACs are MAC-array cycles times `macs_per_gemm_cycle`. An empty stream (a region of views
+    only, which names the same bytes twice and computes nothing) takes 0 cycles, and an empty
+    span is a layer of 0 cycles at the start of the instruction after it."""
     start_a = np.asarray(start, dtype=np.int64)
     end_a = np.asarray(end, dtype=np.int64)
     mod_a = np.asarray(engine, dtype=np.int8)
@@ -148,14 +150,18 @@ def timing_result(cfg, engines: Sequence[str], work: InsnWork, engine: Sequence[
                 int(work.reset[sl].sum()), by_buf)
 
     busy, g, a, r, by_buf = aggregate(slice(None))
+    total = int(end_a.max()) if end_a.size else 0
     layers = []
     for s in spans:
         sl = slice(s.first, s.stop)
         lb, lg, la, lr, lbytes = aggregate(sl)
-        layers.append(LayerTiming(s.name, s.first, s.stop, int(start_a[sl].min()),
-                                  int(end_a[sl].max()), lb, lg, la, lr,
+        if s.stop > s.first:
+            t0, t1 = int(start_a[sl].min()), int(end_a[sl].max())
+        else:   # no instructions: an instant, when the next instruction starts
+            t0 = t1 = int(start_a[s.first]) if s.first < len(start_a) else total
+        layers.append(LayerTiming(s.name, s.first, s.stop, t0, t1, lb, lg, la, lr,
                                   lg * macs_per_gemm_cycle, lbytes))
-    return TimingResult(cfg, int(end_a.max()), busy, g, a, r, g * macs_per_gemm_cycle, by_buf,
+    return TimingResult(cfg, total, busy, g, a, r, g * macs_per_gemm_cycle, by_buf,
                         start_a, end_a, mod_a, np.asarray(dispatch, dtype=np.int64), layers,
                         tuple(engines), format_insn)
 

@@ -34,13 +34,14 @@ import numpy as np
 
 from ...errors import GraphError
 from ...ir.graph import Node, Value
-from ...loopnest.ir import Affine, Binary, Const, Kernel, Load, Loop, Store, Tensor, aff
+from ...loopnest.ir import Binary, Const, Kernel, Load, Loop, Store, Tensor, aff
 from ...loopnest.register_tile import Scheduled
 from ...loopnest.verify import verify_kernel
 from ...ops.registry import resolve_attrs
 from ..aot.lower import Fused
 from ..aot.program import Call, Routine
 from ..base import Region
+from .packing import BlockPacking
 from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
@@ -70,40 +71,12 @@ ROUTINES = {
 }
 DW_MAX_WIDTH = 4096       # dwconv_f32.c RT_DW_MAX_WIDTH: its row buffer
 HEADER = "vec.h"
-# closes vec.h's `#pragma GCC push_options` after the last routine
-LIBRARY_END = """#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
-"""
 
 
 @lru_cache(maxsize=None)
 def kernel_source(file: str) -> str:
     """The text of one file of targets/c/kernels."""
     return importlib.resources.files(__package__).joinpath("kernels", file).read_text("utf-8")
-
-
-# ---- weight packing -------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class BlockPacking:
-    """The constant `source` as the routine reads it, `name`: weights viewed as [K, C, R, S]
-    (a dense layer's [N, K] as [N, K, 1, 1]; `transpose`: a MatMul's [K, N] first transposed)
-    in blocks of `block` output channels, the block innermost, zero past K:
-    [ceil(K/block), C, R, S, block]. Duck-types register_tile.Relayout for lower_region."""
-    name: str
-    source: str
-    block: int
-    transpose: bool = False
-
-    def apply(self, data: np.ndarray) -> np.ndarray:
-        w = data.T if self.transpose else data
-        w = w.reshape(w.shape + (1,) * (4 - w.ndim))
-        k = w.shape[0]
-        blocks = -(-k // self.block)
-        padded = np.zeros((blocks * self.block,) + w.shape[1:], dtype=w.dtype)
-        padded[:k] = w
-        split = padded.reshape((blocks, self.block) + w.shape[1:])
-        return np.ascontiguousarray(np.moveaxis(split, 1, -1))
 
 
 # ---- recognising a group --------------------------------------------------------------------
@@ -448,7 +421,7 @@ def routine_sources(names: Sequence[str]) -> str:
     files = sorted({ROUTINES[n].source for n in names if n in ROUTINES})
     if any(n in INT8_ROUTINES for n in names):
         files += list(INT8_FILES)
-    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files] + [LIBRARY_END])
+    return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 
 __all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",

@@ -39,9 +39,8 @@ from ...ops.registry import resolve_attrs
 from ..aot.lower import Fused
 from ..aot.program import Call, Routine
 from ..base import Region
+from .packing import DKB, IKB, AsInt32, DotPacking, IntBlockPacking
 
-IKB = 16                  # int8.c RT_IKB: output channels per packed weight block
-DKB = 32                  # int8_dot.c RT_DKB: the same for rt_conv_s8_dot
 INT8_FILES = ("int8.c", "int8_dot.c")
 # routine name -> number of pointer operands (the int8 routines of int8.c)
 INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32": 4,
@@ -51,66 +50,6 @@ INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32"
                  "rt_concat": -1}
 _INT = ("int8", "int32")
 MAX_POOL_WIDTH = 4096     # int8.c rt_pool_s8's row buffer
-
-
-@dataclass(frozen=True, slots=True)
-class IntBlockPacking:
-    """Integer conv / dense weights `source` [K, Cg, R, S] (a dense layer's [N, K] as
-    [N, K, 1, 1], `transpose`: a [K, N] matrix first transposed) as int32 blocks of IKB output
-    channels per group, the block innermost: [G, ceil(Kg/IKB), Cg, R, S, IKB], zero past Kg.
-    Duck-types register_tile.Relayout for lower_region."""
-    name: str
-    source: str
-    groups: int
-    transpose: bool = False
-
-    def apply(self, data: np.ndarray) -> np.ndarray:
-        w = data.T if self.transpose else data
-        w = w.reshape(w.shape + (1,) * (4 - w.ndim)).astype(np.int32)
-        k, cg, r, s = w.shape
-        kg = k // self.groups
-        blocks = -(-kg // IKB)
-        padded = np.zeros((self.groups, blocks * IKB, cg, r, s), np.int32)
-        padded[:, :kg] = w.reshape(self.groups, kg, cg, r, s)
-        split = padded.reshape(self.groups, blocks, IKB, cg, r, s)
-        return np.ascontiguousarray(np.moveaxis(split, 2, -1))
-
-
-@dataclass(frozen=True, slots=True)
-class DotPacking:
-    """Group-1 int8 weights `source` [K, C, R, S] (dense: [N, K] / transposed [K, N]) as
-    rt_conv_s8_dot reads them: [ceil(K/DKB), ceil(C/4), R, S, DKB, 4] int8, zero past K and C
-    (`correction`: instead the int32 [ceil(K/DKB) * DKB] of -128 * sum(w[k]), which undoes the
-    +128 the routine adds to every input byte)."""
-    name: str
-    source: str
-    transpose: bool = False
-    correction: bool = False
-
-    def apply(self, data: np.ndarray) -> np.ndarray:
-        w = data.T if self.transpose else data
-        w = w.reshape(w.shape + (1,) * (4 - w.ndim))
-        k, c, r, s = w.shape
-        kp, cp = -(-k // DKB) * DKB, -(-c // 4) * 4
-        if self.correction:
-            out = np.zeros(kp, np.int32)
-            out[:k] = -128 * w.reshape(k, -1).astype(np.int64).sum(axis=1)
-            return out
-        padded = np.zeros((kp, cp, r, s), np.int8)
-        padded[:k, :c] = w
-        blocks = padded.reshape(kp // DKB, DKB, cp // 4, 4, r, s)
-        return np.ascontiguousarray(blocks.transpose(0, 2, 4, 5, 1, 3))
-
-
-@dataclass(frozen=True, slots=True)
-class AsInt32:
-    """An integer constant (per-channel multipliers or shifts) as int32, what the routines
-    read."""
-    name: str
-    source: str
-
-    def apply(self, data: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(data, dtype=np.int32)
 
 
 def _t(v: Value, name: str | None = None, shape=None, dtype: str | None = None) -> Tensor:
@@ -337,6 +276,20 @@ def _stage_inputs(stage_node: Node | None, inputs: list[Tensor], relayouts: list
     return pos[0], pos[1], stage
 
 
+def _layer_epilogue(L: "_IntLayer", node: Node, stage_node: Node | None, inputs: list[Tensor],
+                    relayouts: list) -> tuple[int, int, int, tuple[int, ...], Value]:
+    """Appends a layer's bias and output-stage arrays to `inputs`: their operand positions
+    (bias, multipliers, shifts; -1 where absent), the stage's integer arguments and the value
+    the call writes."""
+    bias = -1
+    if L.bias is not None:
+        bias = len(inputs)
+        inputs.append(_t(L.bias))
+    mul, shift, stage = _stage_inputs(stage_node, inputs, relayouts)
+    out_value = node.outputs[0] if stage_node is None else stage_node.outputs[0]
+    return bias, mul, shift, stage, out_value
+
+
 def _dot_call(node: Node, stage_node: Node | None) -> Fused:
     """A group-1 int8 layer on rt_conv_s8_dot, its input rewritten into a scratch."""
     L = _int_layer(node)
@@ -348,12 +301,7 @@ def _dot_call(node: Node, stage_node: Node | None) -> Fused:
     inputs = [_t(L.x), Tensor(pack.name, (blocks, c4, r, s, DKB, 4), "int8"),
               Tensor(corr.name, (blocks * DKB,), "int32")]
     relayouts = [pack, corr]
-    bias = -1
-    if L.bias is not None:
-        bias = len(inputs)
-        inputs.append(_t(L.bias))
-    mul, shift, stage = _stage_inputs(stage_node, inputs, relayouts)
-    out_value = node.outputs[0] if stage_node is None else stage_node.outputs[0]
+    bias, mul, shift, stage, out_value = _layer_epilogue(L, node, stage_node, inputs, relayouts)
     scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
     nodes = (node,) if stage_node is None else (node, stage_node)
     k_sig = Kernel(f"int8_{node.name}", tuple(inputs), (_t(out_value), scratch), ())
@@ -371,12 +319,8 @@ def _depthwise(L: _IntLayer) -> bool:
 def _dw_call(node: Node, stage_node: Node | None) -> Fused:
     """A depthwise int8 conv on rt_dwconv_s8 (its weights read as they are)."""
     L = _int_layer(node)
-    inputs, relayouts, bias = [_t(L.x), _t(L.w)], [], -1
-    if L.bias is not None:
-        bias = len(inputs)
-        inputs.append(_t(L.bias))
-    mul, shift, stage = _stage_inputs(stage_node, inputs, relayouts)
-    out_value = node.outputs[0] if stage_node is None else stage_node.outputs[0]
+    inputs, relayouts = [_t(L.x), _t(L.w)], []
+    bias, mul, shift, stage, out_value = _layer_epilogue(L, node, stage_node, inputs, relayouts)
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, g = L.ints
     ints = (n, c, hp, wp, r, s, sh, sw, oh, ow, int(stage_node is not None)) + stage
     nodes = (node,) if stage_node is None else (node, stage_node)
@@ -395,25 +339,7 @@ def _conv_call(node: Node, stage_node: Node | None) -> Fused:
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, g = L.ints
     inputs = [_t(L.x), Tensor(pack.name, (g, -(-(k // g) // IKB), c // g, r, s, IKB), "int32")]
     relayouts = [pack]
-    bias = mul = shift = -1
-    if L.bias is not None:
-        bias = len(inputs)
-        inputs.append(_t(L.bias))
-    stage = (0, 0, -128, 127, 0)
-    out_value = node.outputs[0]
-    if stage_node is not None:
-        (muls, shifts), stage = _stage(stage_node)
-        for v, which in ((muls, "mul"), (shifts, "shift")):
-            if v is None:
-                continue
-            cast = AsInt32(f"{v.name}__i32", v.name)
-            relayouts.append(cast)
-            if which == "mul":
-                mul = len(inputs)
-            else:
-                shift = len(inputs)
-            inputs.append(Tensor(cast.name, tuple(v.type.shape), "int32"))
-        out_value = stage_node.outputs[0]
+    bias, mul, shift, stage, out_value = _layer_epilogue(L, node, stage_node, inputs, relayouts)
     out = _t(out_value)
     operands = (0, 1, bias, mul, shift, len(inputs))
     ints = L.ints + (int(stage_node is not None),) + stage
@@ -435,18 +361,8 @@ def _single_call(node: Node) -> Fused:
         ints = (x.type.numel, zp, -128, 127) if op == "QuantizeLinear" else (x.type.numel, zp)
         return _call((node,), [_t(x)], _t(y), "rt_" + _snake(op), ints, floats=(scale,))
     if op in ("Requantize", "RequantizeMul"):
-        (muls, shifts), stage = _stage(node)
-        inputs, relayouts, mul, shift = [_t(x)], [], -1, -1
-        for v, which in ((muls, "mul"), (shifts, "shift")):
-            if v is None:
-                continue
-            cast = AsInt32(f"{v.name}__i32", v.name)
-            relayouts.append(cast)
-            if which == "mul":
-                mul = len(inputs)
-            else:
-                shift = len(inputs)
-            inputs.append(Tensor(cast.name, tuple(v.type.shape), "int32"))
+        inputs, relayouts = [_t(x)], []
+        mul, shift, stage = _stage_inputs(node, inputs, relayouts)
         shape = x.type.shape
         c = shape[1] if len(shape) > 1 else 1
         inner = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 1
@@ -635,5 +551,5 @@ def int8_call(call: Call, pointers: Sequence[str]) -> str:
     return f"{r.name}({', '.join(ptr + [str(v) for v in r.ints] + floats)});"
 
 
-__all__ = ["AsInt32", "DKB", "DotPacking", "IKB", "INT8_FILES", "INT8_OPS", "INT8_ROUTINES", "IntBlockPacking",
+__all__ = ["INT8_FILES", "INT8_OPS", "INT8_ROUTINES",
            "check_int8", "int8_call", "int8_support", "is_integer_node", "plan_int8"]

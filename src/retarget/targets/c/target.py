@@ -5,13 +5,14 @@
     m = retarget.compile(graph, "c:naive")                    # the baseline schedule
     m.run({"input": x}); m.save("out/")                       # kernels/<region>/: a C project
 
-float32 (and integer index tensors), no quantisation. Every op the loop-nest lowering
-(`retarget.loopnest.ops`) supports runs as C; any other op stays on the CPU reference, with
-the reason in the placement report. Each offloaded region becomes one C project (lower.py,
+float32, and the int8 ops of a quantised graph (routines_int8.py, bit-exact with the
+integer reference). Convolutions and dense layers run on hand-written routines (routines.py);
+every other op the loop-nest lowering (`retarget.loopnest.ops`) supports runs as a printed
+loop nest; any other op stays on the CPU reference, with the reason in the placement report. Each offloaded region becomes one C project (lower.py,
 emit.py), built at compile time with the system compiler into a shared library (kernel.py,
 build.py), run through ctypes on the CDevice (device.py).
 
-Results are float: not bit-exact with the NumPy reference (a different summation order, FMA
+Float results are not bit-exact with the NumPy reference (a different summation order, FMA
 contraction), so `retarget run --check` compares with a tolerance (`bit_exact = False`); the
 tests hold the generated code to 1e-4 relative of the reference.
 """
@@ -20,14 +21,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ...ir.graph import Graph, Node
-from ..aot.lower import node_support_problem
-from ..base import Region, Support
 from ...loopnest.ir import Kernel as LoopKernel
 from ...loopnest.register_tile import Scheduled
 from ..aot.build import BuildOptions
 from ..aot.kernel import LibraryKernel
-from ..aot.lower import Fused
+from ..aot.lower import Fused, node_support_problem
 from ..aot.target import LibraryTarget
+from ..base import Region, Support
 from .config import CConfig, PRESETS
 from .emit import sources
 from .routines import plan_routines
@@ -56,7 +56,8 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
 
     def fuse(self, region: Region) -> list[Fused]:
         """Optimised mode: convolutions and dense layers with their epilogues (bias, residual
-        add, ReLU / Clip) as calls of the hand-written routines (routines.py)."""
+        add, ReLU / Clip) as calls of the hand-written routines (routines.py); every mode: the
+        integer nodes as calls of the int8 routines (routines_int8.py)."""
         float_groups = plan_routines(region) if self.config.mode == "optimized" else []
         taken = {n.name for g in float_groups for n in g.nodes}
         return float_groups + plan_int8(region, taken)

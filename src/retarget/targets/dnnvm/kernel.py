@@ -33,6 +33,7 @@ class DNNVMKernel(StreamKernel):
     kind: ClassVar[str] = "dnnvm.program"
     disassembler = Disassembler(recognizes, disassemble_file)
     program_class: ClassVar[type] = Program
+    binding_ranks: ClassVar[tuple[int, ...]] = (2, 4)   # NCHW maps and (rows, cols)
 
     def pack_input(self, x: np.ndarray, binding=None) -> np.ndarray:
         return to_nhwc(x)

@@ -323,7 +323,8 @@ class _Compiler:
         ch = 0
         for v in n.inputs:
             if v.name in self.writers and v.name not in self.slice_of and \
-                    self._sole_user(v) is n:
+                    self._sole_user(v) is n and all(_as_map(self.layers[i].fields, v.type.shape)
+                                                    for i in self.writers[v.name]):
                 # its producer writes this slice of the concatenated map in place
                 self.slice_of[v.name] = (out.name, ch)
                 self.writers.setdefault(out.name, []).extend(self.writers[v.name])
@@ -346,7 +347,7 @@ class _Compiler:
             f["value"] = self._string(layer.dst)
             dst, ch0 = self.slice_of.get(layer.dst, (layer.dst, f["dst_ch0"]))
             shape = self.values[dst].type.shape
-            f.update(dst_ch0=ch0, dst_ctotal=shape[1] if len(shape) == 4 else f["dst_c"])
+            f.update(dst_ch0=ch0, dst_ctotal=shape[1] if _as_map(f, shape) else f["dst_c"])
             f["src"] = self._address(mem, layer.src)
             f["dst"] = self._address(mem, dst)
             if layer.ew is not None:
@@ -390,6 +391,15 @@ class _Compiler:
             self.string_ids[s] = len(self.strings)
             self.strings.append(s)
         return self.string_ids[s]
+
+
+def _as_map(f: dict, shape) -> bool:
+    """Whether a layer with descriptor fields `f` writes a value of `shape` as the NCHW map
+    the shape says (its batch, height and width; its channels may be a slice of the map's).
+    A dense layer writes rows x features x 1 x 1, which a rank-4 value with its features
+    last (tokens on a grid, as Swin's patch merging has) is not: it is written whole."""
+    return len(shape) == 4 and (shape[0], shape[2], shape[3]) == (f["src_n"], f["dst_h"],
+                                                                  f["dst_w"])
 
 
 class _MemoryPlan:

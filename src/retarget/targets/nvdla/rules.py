@@ -145,10 +145,24 @@ RULES = {"Conv": _accumulator_rule, "Gemm": _accumulator_rule, "MatMul": _accumu
          "Squeeze": _view_rule, "Unsqueeze": _view_rule, "Identity": _view_rule}
 
 
+VIEW_OPS = tuple(op for op, rule in RULES.items() if rule is _view_rule)
+
+
+def views_only(nodes: list[Node]) -> dict[str, str]:
+    """A region of views alone (Reshape, Flatten, ...) compiles to a loadable of no layers:
+    the engine would do nothing but the copies in and out, so its nodes go to the CPU."""
+    if any(n.op not in VIEW_OPS for n in nodes):
+        return {}
+    why = ("a region of views only (no layer for the engine: it would only copy the bytes "
+           "in and out)")
+    return {n.name: why for n in nodes}
+
+
 def converter_of(graph: Graph, node: Node) -> Node | None:
     """The node converting `node`'s int32 result to int8 (its sole consumer), if any: what
     the accelerators' split_accumulators rule keeps in one region with it on nvdla."""
     return sole_consumer(graph, node.outputs[0])
 
 
-__all__ = ["REQUANT_OPS", "RULES", "WIDE", "converter_of", "converter_problem"]
+__all__ = ["REQUANT_OPS", "RULES", "VIEW_OPS", "WIDE", "converter_of", "converter_problem",
+           "views_only"]

@@ -26,7 +26,7 @@ from .kernel import NvdlaKernel
 from .loadable import CONV, Loadable, LoadableError
 from .program import NvdlaProgram
 from ..accel.graph_layers import split_accumulators
-from .rules import REQUANT_OPS, RULES, WIDE, converter_of
+from .rules import REQUANT_OPS, RULES, WIDE, converter_of, views_only
 from .device import NvdlaDevice
 from .throughput import throughput
 
@@ -52,7 +52,7 @@ class NvdlaTarget(ExternalCompilerTarget):
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
         # a conv/dense/sum-pool and the converter of its int32 result share a region
         return split_accumulators(self.name, nodes, graph, wide=WIDE, requant_ops=REQUANT_OPS,
-                                  requant_of=converter_of, stage="converter")
+                                  requant_of=converter_of, stage="converter") or views_only(nodes)
 
     def compiler_config(self) -> dict:
         return {"name": self.config.name, **self.config.hardware()}

@@ -50,6 +50,7 @@ class VTAKernel(StreamKernel):
     kind: ClassVar[str] = "vta.program"
     disassembler = Disassembler(recognizes, disassemble_file)
     program_class: ClassVar[type] = Program
+    binding_ranks: ClassVar[tuple[int, ...]] = (2, 4)   # NCHW maps and (rows, cols)
 
     def pack_input(self, x: np.ndarray, binding: Binding | None = None) -> np.ndarray:
         cfg = self.program.config

@@ -57,9 +57,7 @@ static void rt_conv_f32(const float *restrict x, const float *restrict wp,
         const float *rn = res ? res + (ptrdiff_t)n * K * OH * OW : 0;
         float *yn = y + (ptrdiff_t)n * K * OH * OW;
         int kb, oh;
-#ifdef _OPENMP
-#pragma omp parallel for collapse(2) schedule(static)
-#endif
+        RT_PARALLEL_FOR2
         for (kb = 0; kb < blocks; kb++)
             for (oh = 0; oh < OH; oh++) {
                 RT_ALIGN64 float tile[RT_TMAX * RT_KB];

@@ -15,9 +15,7 @@ static void rt_dwconv_f32(const float *restrict x, const float *restrict w,
                           int sh, int sw, int OH, int OW, int act, float lo, float hi)
 {
     int p;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
+    RT_PARALLEL_FOR
     for (p = 0; p < N * C; p++) {
         int c = p % C, oh, ow, r, s;
         const float *xp = x + (ptrdiff_t)p * Hp * Wp;

@@ -113,9 +113,7 @@ static void rt_pool_s8(const int8_t *restrict x, void *restrict out, int is_sum,
                        int W, int R, int S, int sh, int sw, int pt, int pl, int OH, int OW)
 {
     int p;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
+    RT_PARALLEL_FOR
     for (p = 0; p < NC; p++) {
         const int8_t *xp = x + (ptrdiff_t)p * H * W;
         int oh, ow, r, s;
@@ -213,9 +211,7 @@ static void rt_conv_s8(const int8_t *restrict x, const int32_t *restrict wp,
     int n;
     for (n = 0; n < N; n++) {
         int gb, oh;
-#ifdef _OPENMP
-#pragma omp parallel for collapse(2) schedule(static)
-#endif
+        RT_PARALLEL_FOR2
         for (gb = 0; gb < G * blocks; gb++)
             for (oh = 0; oh < OH; oh++) {
                 int g = gb / blocks, kb = gb % blocks;
@@ -267,9 +263,7 @@ static void rt_dwconv_s8(const int8_t *restrict x, const int8_t *restrict w,
                          int m0, int s0, int lo, int hi, int half_even)
 {
     int p;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
+    RT_PARALLEL_FOR
     for (p = 0; p < N * C; p++) {
         int c = p % C, oh, ow, r, s;
         int m = mul ? mul[c] : m0, sft = shift ? shift[c] : s0;

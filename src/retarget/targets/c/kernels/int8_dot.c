@@ -134,9 +134,7 @@ static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
         const int8_t *xn = x + (ptrdiff_t)n * C * HpWp;
         int32_t *xsn = xs + (ptrdiff_t)n * C4 * HpWp;
         int c4, kb, oh;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
+        RT_PARALLEL_FOR
         for (c4 = 0; c4 < C4; c4++) {
             unsigned char *dst = (unsigned char *)(xsn + c4 * HpWp);
             int i;
@@ -147,9 +145,7 @@ static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
                     dst[4 * p + i] = src ? (unsigned char)(src[p] ^ 0x80) : 0x80;
             }
         }
-#ifdef _OPENMP
-#pragma omp parallel for collapse(2) schedule(static)
-#endif
+        RT_PARALLEL_FOR2
         for (kb = 0; kb < blocks; kb++)
             for (oh = 0; oh < OH; oh++) {
                 RT_ALIGN64 int32_t tile[RT_DTMAX * RT_DKB];

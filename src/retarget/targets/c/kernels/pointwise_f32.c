@@ -66,9 +66,7 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
         const float *rn = res ? res + (ptrdiff_t)n * K * P : 0;
         float *yn = y + (ptrdiff_t)n * K * P;
         int kb, g;
-#ifdef _OPENMP
-#pragma omp parallel for collapse(2) schedule(static)
-#endif
+        RT_PARALLEL_FOR2
         for (kb = 0; kb < blocks; kb++)
             for (g = 0; g < groups; g++) {
                 int np = P - g * RT_PW < RT_PW ? P - g * RT_PW : RT_PW;

@@ -3,19 +3,24 @@
    extensions (__attribute__((vector_size))): -march=native turns them into AVX-512, AVX2 or
    NEON code with no intrinsics. -DRT_PORTABLE (or another compiler) gives plain C99 arrays
    and loops with the same meaning: the portable build. */
-/* -std=c99 makes GCC keep a * b + c as two roundings (-ffp-contract=off); the routines want
-   one fused multiply-add per step, as every BLAS does: contraction on for them only (the
-   pop is at the end of the routines, routines.py LIBRARY_END). Clang contracts a * b + c
-   within an expression by default. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize ("fp-contract=fast")
-#endif
+/* No floating-point contraction here (GCC's -std=c99 default): a * b + c is two roundings,
+   so the vector, native and portable builds give bit-identical results (every lane sums its
+   terms in the same order whatever the vector width), and an artifact rebuilt with other
+   flags on another machine computes exactly what it did. */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define RT_INLINE static inline __attribute__((always_inline))
 #else
 #define RT_INLINE static inline
+#endif
+
+/* The routines' parallel loops (C99 _Pragma, so the same text builds without OpenMP). */
+#ifdef _OPENMP
+#define RT_PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
+#define RT_PARALLEL_FOR2 _Pragma("omp parallel for collapse(2) schedule(static)")
+#else
+#define RT_PARALLEL_FOR
+#define RT_PARALLEL_FOR2
 #endif
 
 #ifndef RT_VL
