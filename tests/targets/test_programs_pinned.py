@@ -91,7 +91,7 @@ def program_digest(net: str, target: str) -> str:
 
 
 # Produced by `PYTHONPATH=src python tests/targets/test_programs_pinned.py` before the refactor;
-# the sunway and c entries recomputed on main at f4168ac without this branch (main's own
+# the sunway and c entries recomputed on main at 9fe053d without this branch (main's own
 # work changed the generated C on purpose: sunway's double-buffered DMA and OpenACC baseline,
 # the c target's hand-written routines); this branch merged with that main reproduces all of
 # that tree's digests exactly.
@@ -107,7 +107,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        '7fe1a806d0592521d5d4a3d1c4b9cafec5607a281822eeef7c546839f8b63f1f',
+        'cf7a584936bc5379432bb88f29e027d50d8810d26af048680bd28d6e17a9b086',
     ('resnet18', 'c:buffered'):
         '702f9962341f1cb61c931c82eb67b217806e905c31b252e451e98033aaddf890',
     ('resnet18', 'c:naive'):
@@ -125,7 +125,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '51948d72ef6e54a467eb4c88fe2f8e0b24c0b6c2cb9d710f5c3de3c3190fb934',
+        '2fcc640bedccac6dba229728d8064c34fe82d444d370b9e12c07bb3df0839bee',
     ('mobilenet_v1', 'c:buffered'):
         '4ce6ce5aa8ed6555ce4f31544519fe195898deddca84d5a8b026f880b9e10ecc',
     ('mobilenet_v1', 'c:naive'):
@@ -143,7 +143,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '03c4630d9510e7cc52fdb8c006bac8c477b0b14018a6e07fa65072fdb22b424b',
+        '820bbb53d576e2e35b7e08e91ca612f2f6b4a3b81bf44c3a2a713e9d5bc0d9a8',
     ('mobilenet_v2', 'c:buffered'):
         '45d5b8151e7e11c46b516d2b1c442818d9c70a128dedf3451d284c9e1821e16f',
     ('mobilenet_v2', 'c:naive'):
@@ -161,7 +161,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '4f258e79f9d8feb2b493b7a3e427ac03f420288b23e69ac076c7f1f65b927650',
+        '817cc6c611e62e78fe09a06af60a14533583e414f1d0c193c172fc347e4a527b',
     ('googlenet', 'c:buffered'):
         '3cb0b28a8510ce77222d017add1aad8e15ea2e31dc7678c0e62a58d2fc943279',
     ('googlenet', 'c:naive'):
@@ -179,7 +179,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '1ea4ebc2135132395ad5391cc6ce10b883d14503237e3c6a4035ed6a8becb38f',
+        '96694a16c439a0014fb0cd58ed7e0df580c7e03951ee9f586d45d5c63027b947',
     ('squeezenet', 'c:buffered'):
         '49a556c6f0d01a35291d0b1879ac39719f19a1da33ccc673eaa1f29c578543ba',
     ('squeezenet', 'c:naive'):
@@ -197,7 +197,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '618b76a997538e715bf6a50d75b27f0fb8901690c3433e11d0daa79d69a647cf',
+        'f5537b0cdb042a741da88f5e427b00b33136f1d3a09f0be288c9c11f6f58f71b',
     ('unet', 'c:buffered'):
         'f0c0d285afb8d179e0c72f0d732a4f581d4f7d1a2bdaa7ce87ffa7d29fa85172',
     ('unet', 'c:naive'):
@@ -205,7 +205,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'sunway'):
         '0744dbc45334285c7b67f464a268ecb1510d1a75d2555f84ceee3432f2f56ec3',
     ('vit', 'c'):
-        'ea6e577a47bde86c261179b71591cbded53884d825607d7dfb99fd5455e2484a',
+        '27ff87ea01a7548f30254c60218702b857954f09a265ca96c91b65aedec4b900',
     ('vit', 'c:buffered'):
         '68aeb8b6344736c4c1e6063b327dcdc4b991847c8fef20ce2eab7dbc08ba1397',
 }
