@@ -17,7 +17,6 @@ from retarget.cli import main
 from retarget.frontend.onnx import import_model
 from retarget.runtime.module import Module
 from retarget.ops.reference import run_graph
-from retarget.targets.nvdla.rules import split_accumulators
 from retarget.targets.nvdla.target import NvdlaTarget
 from retarget.zoo.builder import OnnxBuilder
 
@@ -84,7 +83,7 @@ class KeepsViewRegions(NvdlaTarget):
     loadable of no layers does in the runtime, the reports and the artifact."""
 
     def check_region(self, nodes, graph):
-        return split_accumulators(nodes, graph)
+        return self.accumulator_splits(nodes, graph)
 
 
 def test_a_loadable_of_no_layers_runs_times_and_saves(tmp_path):

@@ -50,9 +50,13 @@ class NvdlaTarget(ExternalCompilerTarget):
         return refuse_unknown(self.name, node, "engine")
 
     def check_region(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
-        # a conv/dense/sum-pool and the converter of its int32 result share a region
+        return self.accumulator_splits(nodes, graph) or views_only(nodes)
+
+    def accumulator_splits(self, nodes: list[Node], graph: Graph) -> dict[str, str]:
+        """A conv/dense/sum-pool and the converter of its int32 result share a region (the
+        accelerators' split_accumulators rule with nvdla's wide ops and converters)."""
         return split_accumulators(self.name, nodes, graph, wide=WIDE, requant_ops=REQUANT_OPS,
-                                  requant_of=converter_of, stage="converter") or views_only(nodes)
+                                  requant_of=converter_of, stage="converter")
 
     def compiler_config(self) -> dict:
         return {"name": self.config.name, **self.config.hardware()}
