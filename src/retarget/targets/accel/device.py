@@ -46,9 +46,12 @@ class LoadedProgram:
 class StreamDevice(SimulatedDevice):
     """Base of the simulated instruction-stream accelerators. A subclass sets `name` (its
     task kind is "<name>.run"), `insn_bytes` and `load_config` (a preset name, a .json path or
-    None -> its config), and implements make_simulator / simulate / relocate."""
+    None -> its config), and `simulator_class` (built as `simulator_class(cfg, memory)`, with
+    a `rebind(memory)` that moves it onto grown memory), or overrides make_simulator /
+    sim_memory_moved."""
 
     insn_bytes: ClassVar[int] = 16
+    simulator_class: ClassVar[type | None] = None
     handle_arg = PROGRAM_ARG
     default_options = {**SimulatedDevice.default_options, "memory_bytes": 1 << 26}
 
@@ -76,7 +79,9 @@ class StreamDevice(SimulatedDevice):
 
     def make_simulator(self):
         """The target's simulator over this device's memory (`self._memory`)."""
-        raise NotImplementedError(f"{type(self).__name__}.make_simulator")
+        if self.simulator_class is None:
+            raise NotImplementedError(f"{type(self).__name__}.make_simulator")
+        return self.simulator_class(self.cfg, self._memory)
 
     def memory_moved(self) -> None:
         if self.sim is not None:
@@ -84,7 +89,7 @@ class StreamDevice(SimulatedDevice):
 
     def sim_memory_moved(self) -> None:
         """Point the simulator at the grown `self._memory`, keeping its on-chip state."""
-        raise NotImplementedError(f"{type(self).__name__}.sim_memory_moved")
+        self.sim.rebind(self._memory)
 
     @property
     def run_kind(self) -> str:

@@ -19,12 +19,7 @@ from .sim import Simulator
 class DNNVMDevice(StreamDevice):
     """The overlay as a Device: its DDR is the device memory; sim.py runs the streams."""
     name, insn_bytes, load_config = "dnnvm", INSN_BYTES, staticmethod(load_config)
-
-    def make_simulator(self) -> Simulator:
-        return Simulator(self.cfg, self._memory)
-
-    def sim_memory_moved(self) -> None:
-        self.sim.dram = self._memory
+    simulator_class = Simulator
 
     def instruction_count(self, raw: bytes, counters) -> int:
         return sum(counters.instructions.values()) + 1

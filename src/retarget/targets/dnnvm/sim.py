@@ -75,6 +75,10 @@ class Simulator:
                      Buf.OUT: np.zeros(cfg.out_buf_bytes, np.uint8)}
         self.confine = None          # TaskMemory of the running task, set by the device
 
+    def rebind(self, dram: np.ndarray) -> None:
+        """Run on `dram` (the device's grown memory) from now on; the buffers keep their state."""
+        self.dram = dram
+
     # ---- running a stream ---------------------------------------------------------------------
     def run(self, stream: bytes | list[Insn]) -> Counters:
         try:

@@ -16,12 +16,7 @@ from .sim import Simulator
 
 class NvdlaDevice(StreamDevice):
     name, insn_bytes, load_config = "nvdla", LAYER_BYTES, staticmethod(load_config)
-
-    def make_simulator(self) -> Simulator:
-        return Simulator(self.cfg, self._memory)
-
-    def sim_memory_moved(self) -> None:
-        self.sim.memory = self._memory
+    simulator_class = Simulator
 
     def relocate(self, program, base: int) -> bytes:
         return program.relocated(base)

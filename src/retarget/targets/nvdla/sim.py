@@ -53,6 +53,10 @@ class Simulator:
         self.confine = None              # TaskMemory of the running task, set by the device
         self.dump: list[LayerDump] | None = None
 
+    def rebind(self, memory: np.ndarray) -> None:
+        """Run on `memory` (the device's grown memory) from now on."""
+        self.memory = memory
+
     def run(self, stream: bytes) -> Counters:
         if len(stream) % LAYER_BYTES:
             raise DeviceError(f"nvdla: a stream of {len(stream)} bytes is not whole "
