@@ -162,3 +162,55 @@ def test_generate_c_names_the_nodes_it_cannot_run():
     g = _quantized("alexnet", "multiplier")      # QLrn has no routine
     with pytest.raises(TargetError, match="cannot run as C.*QLrn"):
         generate_c(rewrite_for(g, CTarget()))
+
+
+def _movement_graph() -> Graph:
+    """int8 data movement as vta's window packing adds it (Gather of windows by constant
+    index tables, a rank-6 and a rank-5 Transpose), plus negative indices, a scalar index, the
+    default (reversed) permutation, and a float Gather by int64 indices beside them."""
+    x = Value("x", TensorType((1, 3, 9, 8), "int8"))
+    f = Value("f", TensorType((4, 6), "float32"))
+    cols = constant("cols", (np.arange(3)[:, None] + 2 * np.arange(3)[None, :]).astype(np.int64))
+    rows = constant("rows", (np.arange(3)[:, None] + 2 * np.arange(4)[None, :]).astype(np.int64))
+    neg = constant("neg", np.array([-1, 0, -3, 2], np.int64))
+    one = constant("one", np.array(-2, np.int64))
+    prog = constant("prog", np.array([0, 2, 4], np.int64))
+    v = [Value(n) for n in ("c", "r", "t6", "t5", "n", "s", "rev", "fg")]
+    nodes = [
+        Node("Gather", "g_cols", [x, cols], [v[0]], {"axis": 3}),          # [1,3,9,3,3]
+        Node("Gather", "g_rows", [v[0], rows], [v[1]], {"axis": 2}),       # [1,3,3,4,3,3]
+        Node("Transpose", "t6", [v[1]], [v[2]], {"perm": [0, 2, 4, 1, 3, 5]}),
+        Node("Transpose", "t5", [v[0]], [v[3]], {"perm": [0, 3, 1, 2, 4]}),
+        Node("Gather", "g_neg", [x, neg], [v[4]], {"axis": 1}),
+        Node("Gather", "g_one", [x, one], [v[5]], {"axis": -1}),
+        Node("Transpose", "t_rev", [x], [v[6]], {}),
+        Node("Gather", "g_float", [f, prog], [v[7]], {"axis": 1}),
+    ]
+    return infer_shapes(Graph(nodes, [x, f], v[2:], name="int8_movement"))
+
+
+@pytest.mark.parametrize("build", ["vector", "portable"])
+def test_int8_gather_and_transpose_run_as_c(build):
+    from retarget.targets.c.routines_int8 import int8_support
+    g = _movement_graph()
+    rng = np.random.default_rng(3)
+    x = {"x": rng.integers(-128, 128, (1, 3, 9, 8)).astype(np.int8),
+         "f": rng.standard_normal((4, 6)).astype(np.float32)}
+    module = retarget.compile(g, "c", config={"cflags": BUILDS[build], "openmp": False})
+    try:
+        assert all(p.placement == "c" for p in module.report.nodes), \
+            [(p.name, p.reason) for p in module.report.nodes]
+        routines = {c.routine.name for k in module.kernels.values()
+                    for c in k.program.calls if c.routine is not None}
+        assert {"rt_gather_s8", "rt_transpose_s8"} <= routines
+        out, ref = module.run(x), run_graph(g, x)
+        for k in ref:
+            assert out[k].dtype == ref[k].dtype
+            np.testing.assert_array_equal(out[k], ref[k], err_msg=k)
+    finally:
+        module.close()
+    # an index outside the axis is refused with its reason, not copied out of bounds
+    bad = _movement_graph()
+    node = next(n for n in bad.nodes if n.name == "g_neg")
+    node.inputs[1].const = np.array([0, 3], np.int64)
+    assert int8_support(node) == "indices outside [-3, 3)"

@@ -23,6 +23,8 @@ Per op, what the routine reproduces of the reference:
 - QAdd / QAddMul: saturate(round_shift(a * ma + b * mb, s)), QAdd's ma = 2^shift_a.
 - MaxPool (pads never win: -128 is the reference's pad and a real element beats it),
   SumPool (zero pad, int32 sums), Pad (zeros on the spatial dims), Concat (byte copies).
+- Gather (constant indices, negative ones counted from the end) and Transpose (rank <= 6) of
+  int8: element copies, as the window packing of a narrow first convolution on vta needs.
 """
 from __future__ import annotations
 
@@ -47,9 +49,10 @@ INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32"
                  "rt_quantize_linear": 2, "rt_dequantize_linear": 2,
                  "rt_qadd_s8": 3, "rt_pad_s8": 2, "rt_pool_s8": 2, "rt_conv_s8": 6,
                  "rt_conv_s8_dot": 8, "rt_dwconv_s8": 6,
-                 "rt_concat": -1}
+                 "rt_gather_s8": 3, "rt_transpose_s8": 2, "rt_concat": -1}
 _INT = ("int8", "int32")
 MAX_POOL_WIDTH = 4096     # int8.c rt_pool_s8's row buffer
+MAX_TRANSPOSE_RANK = 6    # int8.c rt_transpose_s8's loop nest
 
 
 def _t(v: Value, name: str | None = None, shape=None, dtype: str | None = None) -> Tensor:
@@ -200,7 +203,27 @@ def int8_support(node: Node) -> str | None:
         return None
     if op == "Concat":
         return None if all(_dtype(v) == "int8" for v in ins + outs) else "only int8 concat"
+    if op in ("Gather", "Transpose"):
+        return _movement_support(node)
     return f"no int8 routine for {op}"
+
+
+def _movement_support(node: Node) -> str | None:
+    """int8 Gather by constant indices within the axis, int8 Transpose of rank <= 6."""
+    x, y = node.inputs[0], node.outputs[0]
+    if _dtype(x) != "int8" or _dtype(y) != "int8":
+        return f"only int8 {node.op}"
+    if node.op == "Transpose":
+        return None if len(x.type.shape) <= MAX_TRANSPOSE_RANK else \
+            f"only rank <= {MAX_TRANSPOSE_RANK}"
+    idx = node.input(1)
+    if not _const_int(idx):
+        return "only constant integer indices"
+    n = x.type.shape[int(resolve_attrs(node)["axis"]) % len(x.type.shape)]
+    i = np.asarray(idx.const)
+    if i.size == 0 or x.type.numel == 0:
+        return "only a non-empty gather"
+    return None if i.min() >= -n and i.max() < n else f"indices outside [-{n}, {n})"
 
 
 def _linear_support(node: Node) -> str | None:
@@ -228,13 +251,15 @@ def _linear_args(node: Node) -> tuple[int, float]:
 
 INT8_OPS = frozenset({"Conv", "Gemm", "Requantize", "RequantizeMul", "QuantizeP2",
                       "QuantizeLinear", "DequantizeLinear",
-                      "DequantizeP2", "QAdd", "QAddMul", "MaxPool", "SumPool", "Pad", "Concat"})
+                      "DequantizeP2", "QAdd", "QAddMul", "MaxPool", "SumPool", "Pad", "Concat",
+                      "Gather", "Transpose"})
 
 
 def is_integer_node(node: Node) -> bool:
-    """Whether `node` computes on integers (the int8 mode's business, not the float lowering)."""
-    return any(_dtype(v) in _INT for v in node.inputs + node.outputs if v is not None) and \
-        node.op in INT8_OPS
+    """Whether `node` computes on integers (the int8 mode's business, not the float lowering).
+    A Gather's integer indices do not make it one: its data decides."""
+    values = node.inputs[:1] + node.outputs if node.op == "Gather" else node.inputs + node.outputs
+    return any(_dtype(v) in _INT for v in values if v is not None) and node.op in INT8_OPS
 
 
 # ---- planning ----------------------------------------------------------------------------------
@@ -400,6 +425,22 @@ def _single_call(node: Node) -> Fused:
         row_bytes = [v.type.nbytes // rows for v in node.inputs]
         return _call((node,), inputs, _t(y), "rt_concat", [rows, y.type.nbytes // rows] +
                      row_bytes, operands)
+    if op == "Gather":
+        idx = node.inputs[1]
+        axis = int(a["axis"]) % len(x.type.shape)
+        shape = x.type.shape
+        cast = AsInt32(f"{idx.name}__i32", idx.name)
+        ints = (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis], idx.type.numel,
+                int(np.prod(shape[axis + 1:], dtype=np.int64)))
+        return _call((node,), [_t(x), Tensor(cast.name, tuple(idx.type.shape), "int32")],
+                     _t(y), "rt_gather_s8", ints, relayouts=(cast,))
+    if op == "Transpose":
+        rank = len(x.type.shape)
+        perm = a.get("perm") or tuple(reversed(range(rank)))
+        pad = MAX_TRANSPOSE_RANK - rank
+        ints = (1,) * pad + tuple(x.type.shape) + tuple(range(pad)) + \
+            tuple(int(p) % rank + pad for p in perm)
+        return _call((node,), [_t(x)], _t(y), "rt_transpose_s8", ints)
     raise GraphError(f"no int8 routine for {op} {node.name!r}")
 
 
@@ -480,6 +521,16 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "int8", n * c * hp * wp), (1, "int8", c * rr * ss), (2, "int32", c),
                 (3, "int32", c), (4, "int32", c), (5, "int8" if out_s8 else "int32",
                                                    n * c * oh * ow)]
+    if r.name == "rt_gather_s8":
+        outer, n, count, inner = i
+        return [(0, "int8", outer * n * inner), (1, "int32", count),
+                (2, "int8", outer * count * inner)]
+    if r.name == "rt_transpose_s8":
+        dims, perm = i[:MAX_TRANSPOSE_RANK], i[MAX_TRANSPOSE_RANK:]
+        if sorted(perm) != list(range(MAX_TRANSPOSE_RANK)):
+            raise ValueError(f"{list(perm)} is not a permutation")
+        n = int(np.prod(dims, dtype=np.int64))
+        return [(0, "int8", n), (1, "int8", n)]
     if r.name == "rt_concat":
         rows, stride, *row_bytes = i
         if sum(row_bytes) != stride or len(row_bytes) != len(r.operands) - 1:
@@ -532,7 +583,7 @@ def _sizes(r: Routine) -> tuple[int, ...]:
             "rt_quantize_linear": i[:1], "rt_dequantize_linear": i[:1],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
             "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_dwconv_s8": i[:10],
-            "rt_concat": i}.get(r.name, ())
+            "rt_gather_s8": i, "rt_transpose_s8": i[:MAX_TRANSPOSE_RANK], "rt_concat": i}.get(r.name, ())
 
 
 def int8_call(call: Call, pointers: Sequence[str]) -> str:

@@ -107,6 +107,47 @@ static void rt_pad_s8(const int8_t *restrict x, int8_t *restrict y, int NC, int 
                    (size_t)W);
 }
 
+/* Gather of an int8 tensor viewed as [outer][n][inner] along its middle axis by constant
+   indices (ONNX: negative counts from the end; the planner checked every index is in
+   [-n, n)): y[o][j][i] = x[o][idx[j]][i]. */
+static void rt_gather_s8(const int8_t *restrict x, const int32_t *restrict idx,
+                         int8_t *restrict y, ptrdiff_t outer, int n, int count, ptrdiff_t inner)
+{
+    ptrdiff_t o;
+    int j;
+    for (o = 0; o < outer; o++)
+        for (j = 0; j < count; j++) {
+            int k = idx[j] < 0 ? idx[j] + n : idx[j];
+            memcpy(y + (o * count + j) * inner, x + (o * n + k) * inner, (size_t)inner);
+        }
+}
+
+/* Transpose of an int8 tensor of rank <= 6 (its shape d0..d5 padded in front with ones):
+   output axis k is input axis p_k. */
+static void rt_transpose_s8(const int8_t *restrict x, int8_t *restrict y, int d0, int d1,
+                            int d2, int d3, int d4, int d5, int p0, int p1, int p2, int p3,
+                            int p4, int p5)
+{
+    const int dim[6] = {d0, d1, d2, d3, d4, d5}, perm[6] = {p0, p1, p2, p3, p4, p5};
+    ptrdiff_t stride[6], od[6], os[6], a, b, c, d, e, f;
+    int k;
+    stride[5] = 1;
+    for (k = 4; k >= 0; k--) stride[k] = stride[k + 1] * dim[k + 1];
+    for (k = 0; k < 6; k++) {
+        od[k] = dim[perm[k]];
+        os[k] = stride[perm[k]];
+    }
+    for (a = 0; a < od[0]; a++)
+        for (b = 0; b < od[1]; b++)
+            for (c = 0; c < od[2]; c++)
+                for (d = 0; d < od[3]; d++)
+                    for (e = 0; e < od[4]; e++) {
+                        const int8_t *xs = x + a * os[0] + b * os[1] + c * os[2] + d * os[3] +
+                                           e * os[4];
+                        for (f = 0; f < od[5]; f++) *y++ = xs[f * os[5]];
+                    }
+}
+
 /* MaxPool (pad -128: a real element always wins) and SumPool (zero pad, int32 sums) of an
    int8 [NC][H][W] map; windows R x S at strides (sh, sw) from (-pt, -pl). */
 static void rt_pool_s8(const int8_t *restrict x, void *restrict out, int is_sum, int NC, int H,
