@@ -15,9 +15,9 @@ whole network without Python (docs/deploy.md).
 The steps of main.c:
 - a host region compiled as C: one call of its model_run (weights in the blob, a shared
   scratch arena for its intermediates);
-- a host node that only moves data (the window-packing Gather / Transpose of int8 a VTA
-  target adds, which the c target has no routine for): one gather table computed by running
-  the node's own definition on element numbers;
+- a host node the c host refused that only moves data (a Slice, a Gather of int32, ...; the
+  int8 Gather / Transpose of vta's window packing run as C in their host region): one gather
+  table computed by running the node's own definition on element numbers;
 - a VTA region: deploy/vta.py.
 Values that cross steps live in one arena at offsets from passes/memory_plan.py (values
 whose lifetimes do not overlap share bytes). Nothing is compiled or run here: this writes
