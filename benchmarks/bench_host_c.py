@@ -18,6 +18,7 @@ import numpy as np
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
+from retarget.table import format_table
 
 
 def host_time(name: str, size: int, runs: int) -> dict:
@@ -47,14 +48,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--json")
     args = ap.parse_args()
-    rows = {n: host_time(n, args.size, args.runs) for n in args.nets.split(",")}
-    print(f"{'network':<14}{'reference ms':>13}{'c ms':>9}{'regions ref/c':>15}")
-    for n, r in rows.items():
-        print(f"{n:<14}{r['reference_ms']:>13.3f}{r['c_ms']:>9.3f}"
-              f"{str(r['reference_regions']) + '/' + str(r['c_regions']):>15}")
+    results = {n: host_time(n, args.size, args.runs) for n in args.nets.split(",")}
+    print(format_table(["network", "reference ms", "c ms", "cpu regions ref / c"],
+                       [[n, f"{r['reference_ms']:.3f}", f"{r['c_ms']:.3f}",
+                         f"{r['reference_regions']} / {r['c_regions']}"]
+                        for n, r in results.items()]))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(results, f, indent=1)
 
 
 if __name__ == "__main__":
