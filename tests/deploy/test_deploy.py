@@ -13,7 +13,7 @@ import pytest
 
 from retarget import cli
 from retarget.errors import InputError, UnsupportedOpError
-from retarget.deploy import build_program, deploy, run_program
+from retarget.deploy import build_program, deploy, deployable, run_program
 from retarget.runtime.module import Module
 
 from .test_host_c import _compile, _data
@@ -130,3 +130,10 @@ def test_make_links_another_driver(tmp_path):
     assert np.array_equal(np.load(work / "y.npy"), next(iter(want.values())))
     # one stream per VTA region and inference
     assert vta_regions >= 1 and int((work / "runs.txt").read_text()) == vta_regions
+
+
+def test_demo_deploys_only_what_deploy_supports(capsys):
+    assert deployable("vta") and not deployable("dnnvm") and not deployable("vta,dnnvm")
+    for target in ("dnnvm", "vta,dnnvm"):
+        assert cli.main(["demo", "--deploy", "--target", target, "--limit", "1"]) == 2
+        assert f"target {target!r} is not deployed yet" in capsys.readouterr().err

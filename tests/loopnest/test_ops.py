@@ -1,4 +1,4 @@
-"""Ops lowered to loop nests (loopnest/ops.py): every lowered kernel, run by the loop-nest
+"""Ops lowered to loop nests (loopnest/ops/): every lowered kernel, run by the loop-nest
 interpreter on small random inputs, matches the op's definition in ops/ (the reference
 executor's `run_node` with fast=False)."""
 from __future__ import annotations

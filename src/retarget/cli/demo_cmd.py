@@ -26,11 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from ..compiler import compile
-from ..deploy import build_program, deploy, run_program
+from ..deploy import DEPLOYED_TARGETS, build_program, deploy, deployable, run_program
 from ..data import DIGITS_INPUT, DIGITS_OUTPUT, digits_calibration, digits_test, load_digits_model
 from ..errors import InputError
 from ..ops.reference import run_graph
 from ..runtime.check import outputs_match
+from ..targets.base import Target
+from ..targets.registry import target_class, target_names
 from .compile_options import parse_pins
 from .report_options import add_report_options, check_report_paths, emit_report
 
@@ -38,8 +40,14 @@ from .report_options import add_report_options, check_report_paths, emit_report
 ACCURACY_TOLERANCE = 1.0   # percentage points int8 may lose against float
 
 
-DEFAULT_PRESET = {"vta": "pynq", "dnnvm": "zu2", "nvdla": "nv_small", "c": None,
-                  "sunway": "sw26010"}
+DEFAULT_TARGET = "vta"
+
+
+def _demo_targets() -> dict[str, type[Target]]:
+    """The registered targets the demo offers (Target.in_demo), the default first. Asked when
+    the demo runs, not when the parser is built: the registry loads every backend."""
+    found = {n: c for n in target_names() if (c := target_class(n)).in_demo}
+    return dict(sorted(found.items(), key=lambda item: item[0] != DEFAULT_TARGET))
 
 
 def register(subparsers) -> None:
@@ -48,8 +56,9 @@ def register(subparsers) -> None:
         description="Compile the shipped digits CNN for a simulated accelerator (vta by "
                     "default, or dnnvm), run its held-out set on the simulator and compare "
                     "int8 with float accuracy.")
-    p.add_argument("--target", default="vta", metavar="|".join(DEFAULT_PRESET),
-                   help="the target (default: vta); or several comma-separated, e.g. "
+    p.add_argument("--target", default=DEFAULT_TARGET, metavar="TARGET",
+                   help=f"the target (default: {DEFAULT_TARGET}; a name the demo does not "
+                        "offer gets the list of those it does); or several comma-separated, e.g. "
                         "vta,dnnvm: each node on the first that accepts it, the cpu last "
                         "(docs/partitioning.md)")
     p.add_argument("--pin", action="append", default=[], metavar="PATTERN=DEVICE",
@@ -58,15 +67,15 @@ def register(subparsers) -> None:
                    help="with several targets: the first that accepts a node, or the cheapest "
                         "by the cycle models")
     p.add_argument("--config", default=None, metavar="PRESET",
-                   help="the target's preset (vta: pynq, ultra96, 1x32, 1x64, 2x16; dnnvm: "
-                        "zu2, zu9, test) or a .json/.toml target config file (default: pynq / "
-                        "zu2)")
+                   help="the target's preset (`retarget targets` lists them) or a "
+                        ".json/.toml target config file (default: the preset the target names "
+                        "for the demo, e.g. vta's pynq)")
     p.add_argument("--batch", type=int, default=40, metavar="N",
                    help="images per simulator run (default 40)")
     p.add_argument("--limit", type=int, default=None, metavar="N",
                    help="use only the first N held-out images")
     p.add_argument("--deploy", action="store_true",
-                   help="vta: compile with a C host, build the standalone program (retarget "
+                   help=f"{', '.join(DEPLOYED_TARGETS)}: compile with a C host, build the standalone program (retarget "
                         "deploy, make), run the held-out set through it and check its outputs "
                         "equal retarget run's")
     add_report_options(p, flag=False)
@@ -77,16 +86,17 @@ def _target_spec(target: str, config: str | None) -> str:
     """The compile's target spec: `target` at `config` (or its default preset); several
     comma-separated targets each at their default preset."""
     names = [t.strip() for t in target.split(",")]
-    unknown = [t for t in names if t not in DEFAULT_PRESET]
+    offered = _demo_targets()
+    unknown = [t for t in names if t not in offered]
     if unknown:
         raise InputError(f"--target {target!r}: {', '.join(unknown)} is not one of "
-                         f"{', '.join(DEFAULT_PRESET)}")
+                         f"{', '.join(offered)}")
     if len(names) > 1:
         if config:
             raise InputError(f"--config {config!r} with several targets: the demo runs each "
                              f"at its default preset")
         return ",".join(_target_spec(t, None) for t in names)
-    config = config or DEFAULT_PRESET[target]
+    config = config or offered[target].demo_preset
     if config is None:
         return target
     return config if config.endswith((".json", ".toml")) else f"{target}:{config}"
@@ -104,9 +114,9 @@ def run_demo(args: argparse.Namespace) -> int:
         x, y = x[:args.limit], y[:args.limit]
     batch = min(args.batch, len(x))
     graph = load_digits_model(batch)
-    if args.deploy and args.target != "vta":
-        raise InputError(f"--deploy builds a VTA program; target {args.target!r} is not "
-                         f"deployed yet")
+    if args.deploy and not deployable(args.target):
+        raise InputError(f"--deploy builds a program for {', '.join(DEPLOYED_TARGETS)}; "
+                         f"target {args.target!r} is not deployed yet")
 
     t0 = time.perf_counter()
     module = compile(graph, _target_spec(args.target, args.config),

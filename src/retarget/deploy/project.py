@@ -67,12 +67,24 @@ class GatherStep:
     map_offset: int
 
 
+# Targets whose regions this package writes as C (vta.py): a module compiled for one of them
+# (with --host c) is deployed.
+DEPLOYED_TARGETS: tuple[str, ...] = ("vta",)
+
+
+def deployable(target: str) -> bool:
+    """Whether `deploy` writes a program for a module compiled for the target named `target`
+    (several comma-separated targets are not deployed)."""
+    return target in DEPLOYED_TARGETS
+
+
 def deploy(module, directory: str | Path) -> Path:
     """Write the C project of `module` into `directory`; returns its path."""
     target = module.target.name
-    if target != "vta":
+    if not deployable(target):
         raise UnsupportedOpError(f"retarget deploy: target {target!r} is not supported yet; "
-                                  f"only vta modules (compiled with --host c) are deployed")
+                                  f"only {', '.join(DEPLOYED_TARGETS)} modules (compiled with "
+                                  f"--host c) are deployed")
     if module.host is None:
         raise InputError("retarget deploy: the module's CPU regions run on the NumPy "
                          "reference; compile it with --host c so they are generated C")

@@ -248,6 +248,10 @@ class Target:
     # sets them (runtime/artifact.py drops them, with a note): they come from the target's
     # defaults, the environment, or the caller's explicit options (docs/guarantees.md).
     host_fields: ClassVar[Mapping[str, str | None]] = {}
+    # `retarget demo` (the shipped digits CNN, end to end): whether it offers this target, and
+    # the preset it compiles it at (None: the config's default).
+    in_demo: ClassVar[bool] = False
+    demo_preset: ClassVar[str | None] = None
 
     def __init__(self, config: Any = None, preset: str | None = None):
         if config is None:

@@ -3,7 +3,7 @@ reference; the emitted project built and run outside retarget with its Makefile;
 compiler; the artifact round trip (and its refusal of edited sources); `retarget run --check`.
 
 Most tests use the hand-made lowering of handmade.py (Conv, Relu, Add, Gemm, Flatten), so they
-test the target's plumbing apart from loopnest/ops.py; a zoo ResNet-18 runs with the real one."""
+test the target's plumbing apart from loopnest/ops/; a zoo ResNet-18 runs with the real one."""
 from __future__ import annotations
 
 import json

@@ -40,7 +40,7 @@ class LibraryTarget(Target):
             cls.presets = presets
 
     def op_lowering(self) -> OpLowering | None:
-        """How nodes become loop nests (loopnest/ops.py); a subclass may supply another."""
+        """How nodes become loop nests (loopnest/ops/); a subclass may supply another."""
         return default_op_lowering()
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:

@@ -50,6 +50,7 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
     host_fields = {**LibraryTarget.host_fields, "openmp": "RETARGET_OPENMP"}   # -fopenmp: a build flag
     description: ClassVar[str] = ("the host CPU through ahead-of-time generated C (a static "
                                   "library per region, built with the system compiler)")
+    in_demo = True   # at the default config
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule_kernel(kernel, constants, self.config)

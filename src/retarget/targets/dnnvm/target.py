@@ -38,6 +38,7 @@ class DNNVMTarget(StreamCost, Target):
     kernel_kinds = {DNNVMKernel.kind: DNNVMKernel}
     bit_exact, number_format = True, INT8_POW2
     fusion_templates = TEMPLATES
+    in_demo, demo_preset = True, "zu2"
 
     def __init__(self, config=None, preset: str | None = None):
         super().__init__(config, preset)

@@ -41,6 +41,7 @@ class NvdlaTarget(ExternalCompilerTarget):
     config_class, presets, rules = NvdlaConfig, PRESETS, RULES
     kernel_kinds = {NvdlaKernel.kind: NvdlaKernel}
     bit_exact, number_format = True, INT8_MUL_SHIFT
+    in_demo, demo_preset = True, "nv_small"
 
     @classmethod
     def default_config(cls):

@@ -162,6 +162,7 @@ class SunwayTarget(LibraryTarget, kernel=SunwayKernel, config=SunwayConfig, pres
     name: ClassVar[str] = "sunway"
     description: ClassVar[str] = ("an SW26010 core group (1 MPE + 64 CPEs with 64 KB LDM "
                                   "each) through swTVM-style generated C, emulated on the host")
+    in_demo, demo_preset = True, "sw26010"
 
     def schedule(self, kernel: LoopKernel, constants: frozenset[str]) -> Scheduled:
         return schedule(kernel, self.config)

@@ -50,6 +50,7 @@ class VTATarget(StreamCost, Target):
     kernel_kinds: ClassVar[dict] = {VTAKernel.kind: VTAKernel}
     bit_exact: ClassVar[bool] = True
     number_format = INT8_POW2     # per tensor: the ALU shifts by one immediate; half-up
+    in_demo, demo_preset = True, "pynq"
 
     def __init__(self, config=None, preset: str | None = None):
         super().__init__(config, preset)
