@@ -26,7 +26,7 @@ from ...loopnest.ir import Binary, Copy, Expr, Kernel, Load, Loop, Select, Store
 from ..aot.program import Call, Program
 from .config import SunwayConfig
 from .double_buffer import Pipeline, doubled_buffers, ldm_bytes, pipelines
-from .schedule import runs_on
+from .cores import runs_on
 
 MPE_GFLOPS = 765.0 - 64 * 11.6        # a core group's peak minus its 64 CPEs'
 

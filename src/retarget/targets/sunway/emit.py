@@ -31,7 +31,7 @@ from ..aot.program import Call, Program
 from .config import DEFAULT_CFLAGS, SunwayConfig
 from .cost import pipeline_plan
 from .double_buffer import Pipeline, doubled_buffers, ldm_bytes
-from .schedule import runs_on
+from .cores import runs_on
 
 RUNTIME = ("athread_emu.h", "athread_emu.c")
 RUNNING = ("Returns 0; 1 when a pointer it needs is NULL; 2 when a layer's CPEs stopped with",

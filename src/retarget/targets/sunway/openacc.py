@@ -41,7 +41,8 @@ from ...loopnest.schedule import Band, ScheduleError, map_accesses, nest, perfec
 from ...loopnest.verify import verify_kernel
 from .config import SunwayConfig
 from .double_buffer import ldm_bytes
-from .schedule import mark_cpe_loops
+from .cost import Work, cpe_seconds
+from .cpe_loops import mark_cpe_loops
 
 
 def _aligned(n: int) -> int:
@@ -139,7 +140,6 @@ def _choose_levels(band: Band, ops: tuple[Operand, ...], cpe: int, used: int,
 def _worth_copying(band: Band, op: Operand, d: int, config: SunwayConfig) -> bool:
     """Whether copying `op`'s box at level d (in, and out for an output) takes a CPE less
     time than the global loads / stores of it that the loops inside the level make."""
-    from .cost import Work, cpe_seconds      # the cost model prices both sides
     inner = {a.var: a.extent for a in band.axes[d:]}
     buf, start, _ = local_buffer(op, inner, frozenset(), "_probe")
     calls, _ = copy_transfers(Copy(buf[(0,) * len(buf.shape)], start, buf.shape))

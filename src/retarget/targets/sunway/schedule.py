@@ -21,109 +21,20 @@ run by every CPE, CPE 0 alone writing main memory.
 """
 from __future__ import annotations
 
-from ...errors import GraphError
 from ...loopnest.buffering import CapacityError, Unbufferable, buffer_kernel
-from ...loopnest.ir import Kernel, Loop, Stmt, Store, accesses, walk
+from ...loopnest.ir import Kernel, Loop, walk
 from ...loopnest.register_tile import Scheduled
-from ...loopnest.verify import verify_kernel
 from .config import SunwayConfig
-
-
-def _writes_main_memory(s: Stmt) -> bool:
-    return any(rw == "w" and acc.tensor.scope == "global"
-               for st, _ in walk((s,)) if not isinstance(st, Loop) for acc, rw in accesses(st))
-
-
-def _serial(stmts) -> tuple[Stmt, ...]:
-    return tuple(Loop(s.var, s.extent, _serial(s.body)) if isinstance(s, Loop) else s
-                 for s in stmts)
-
-
-def _with_parallel(nest: Loop, var: str) -> Loop:
-    def mark(s):
-        if not isinstance(s, Loop):
-            return s
-        return Loop(s.var, s.extent, tuple(mark(b) for b in s.body),
-                    "parallel" if s.var == var else s.kind)
-    return mark(nest)
-
-
-def _locals(stmts, rw: str) -> set[str]:
-    return {acc.tensor.name for st, _ in walk(tuple(stmts)) if not isinstance(st, Loop)
-            for acc, kind in accesses(st) if acc.tensor.scope == "local" and kind == rw}
-
-
-def cpe_loops(kernel: Kernel, nest: Loop) -> list[str]:
-    """The variables of the loops of `nest` that can be its CPE loop, outermost first. Along
-    the nest's spine, a loop qualifies when
-    - its iterations write disjoint main-memory elements (the verifier's parallel rule) and it
-      writes main memory at all: splitting a loop that only fills LDM would leave each CPE's
-      own LDM partly filled;
-    - no LDM buffer it writes is read or written outside it: each CPE has its own LDM, so what
-      one CPE's share leaves in a buffer is not what another statement would expect there;
-    - nothing outside it, on the way down the spine, writes main memory."""
-    found = []
-    s = nest
-    while isinstance(s, Loop):
-        inside = _locals(s.body, "w")
-        elsewhere = {acc.tensor.name for st, _ in walk(kernel.body) if not isinstance(st, Loop)
-                     and not _within(st, s) for acc, _ in accesses(st)}
-        if s.extent > 1 and _writes_main_memory(s) and not inside & elsewhere:
-            trial = Kernel(kernel.name, kernel.inputs, kernel.outputs,
-                           (_with_parallel(nest, s.var),), kernel.locals)
-            try:
-                verify_kernel(trial)
-                found.append(s.var)
-            except GraphError:
-                pass
-        inner = [b for b in s.body if isinstance(b, Loop)]
-        if len(inner) != 1 or any(_writes_main_memory(b) for b in s.body if b is not inner[0]):
-            break
-        s = inner[0]
-    return found
-
-
-def _within(stmt, loop: Loop) -> bool:
-    return any(st is stmt for st, _ in walk(loop.body))
-
-
-def mark_cpe_loops(kernel: Kernel, config: SunwayConfig | None = None) -> Kernel:
-    """`kernel` with every loop serial except each top-level nest's CPE loop: of the legal
-    ones, the one the cost model finds fastest with `config`'s CPEs (the outermost on a tie,
-    or when there is no config)."""
-    from .cost import cpe_counts, cpe_seconds    # cost reads schedules: import when used
-
-    def modelled(nest: Loop) -> float:
-        one = Kernel(kernel.name, kernel.inputs, kernel.outputs, (nest,), kernel.locals)
-        return max(sum(cpe_seconds(w, config)) for w in cpe_counts(one, config.cpes))
-
-    body = []
-    for s in _serial(kernel.body):
-        if isinstance(s, Loop):
-            options = [_with_parallel(s, v) for v in cpe_loops(kernel, s)]
-            if options:
-                s = options[0] if config is None or len(options) == 1 else \
-                    min(options, key=modelled)
-        body.append(s)
-    return Kernel(kernel.name, kernel.inputs, kernel.outputs, tuple(body), kernel.locals)
-
-
-def runs_on(kernel: Kernel, mode: str) -> str:
-    """"cpe" or "mpe": in swtvm mode a kernel whose statements read or write main memory
-    other than by DMA copies runs on the MPE; in the baselines everything runs on the CPEs
-    (they may use global loads)."""
-    if mode != "swtvm":
-        return "cpe"
-    direct = any(acc.tensor.scope == "global" for s, _ in walk(kernel.body)
-                 if isinstance(s, Store) for acc, _ in accesses(s))
-    return "mpe" if direct else "cpe"
+from .cores import runs_on
+from .cost import kernel_seconds
+from .cpe_loops import cpe_loops, mark_cpe_loops, serial_loops
+from .openacc import openacc_kernel
 
 
 def schedule(kernel: Kernel, config: SunwayConfig) -> Scheduled:
     if config.mode == "elementwise":
         return Scheduled(mark_cpe_loops(kernel))        # the outer independent loop, as OpenACC
     if config.mode == "openacc":
-        from .openacc import openacc_kernel             # it builds on mark_cpe_loops
         return Scheduled(openacc_kernel(kernel, config))
     limits = _share_limits(kernel, config) if config.share_first else None
     try:
@@ -145,7 +56,6 @@ def _double_buffered(kernel: Kernel, single: Kernel, limits, config: SunwayConfi
     """Of `single` (buffers sized for the whole LDM) and the kernel buffered for each of
     DOUBLE_BUFFER_FRACTIONS of it, the one the cost model finds fastest with double
     buffering (double_buffer.py: the loops whose doubled buffers fit the whole LDM)."""
-    from .cost import kernel_seconds    # cost reads schedules: import when used
     best, best_s = single, kernel_seconds(single, "swtvm", config)
     for fraction in DOUBLE_BUFFER_FRACTIONS:
         try:
@@ -170,7 +80,7 @@ def _share_limits(kernel: Kernel, config: SunwayConfig) -> dict[str, int]:
 
 
 def _plain(kernel: Kernel) -> Kernel:
-    return Kernel(kernel.name, kernel.inputs, kernel.outputs, _serial(kernel.body),
+    return Kernel(kernel.name, kernel.inputs, kernel.outputs, serial_loops(kernel.body),
                   kernel.locals)
 
 
