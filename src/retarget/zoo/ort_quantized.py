@@ -28,6 +28,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import InputError
+from . import build
 
 MODELS = ("resnet18", "mobilenet", "residual_block", "branch_add")
 ACTIVATIONS = ("uint8", "int8")
@@ -88,7 +89,6 @@ def _checked(nodes, name, inits, out_shape) -> onnx.ModelProto:
 
 def float_model(name: str) -> onnx.ModelProto:
     """The float network `name` (see MODELS) before quantisation."""
-    from . import build
     if name == "resnet18":
         return build("resnet18", size=32, num_classes=10)
     if name == "mobilenet":
