@@ -32,15 +32,19 @@ def _conv_init(y: Tensor, out_axes: list[Axis], out_index: tuple, bias: Tensor |
     return nest(out_axes, [Store(y[out_index], start)], len(out_axes))
 
 
-def _lower_conv(node: Node) -> Kernel:
-    """Conv (any number of spatial dims, groups, strides, dilations, pads, auto_pad): y = bias,
-    then the perfect nest y[n, oc, o] += x[n, g*cg + ic, o*s + k*d - pad] * w[oc, ic, k]."""
+def _conv_operands(node: Node):
+    """(builder, resolved attrs, x, w, bias or None) of a Conv / ConvTranspose node."""
     kb = _KernelBuilder(node)
     xv, wv, bv = node.inputs[0], node.inputs[1], node.input(2)
     kb.require([xv, wv, bv, node.outputs[0]])
-    attrs = resolve_attrs(node)
     x, w = kb.input(xv), kb.input(wv)
-    b = kb.input(bv) if bv is not None else None
+    return kb, resolve_attrs(node), x, w, (kb.input(bv) if bv is not None else None)
+
+
+def _lower_conv(node: Node) -> Kernel:
+    """Conv (any number of spatial dims, groups, strides, dilations, pads, auto_pad): y = bias,
+    then the perfect nest y[n, oc, o] += x[n, g*cg + ic, o*s + k*d - pad] * w[oc, ic, k]."""
+    kb, attrs, x, w, b = _conv_operands(node)
     win = conv_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
     y = kb.output(node.outputs[0])
     n, c = x.shape[:2]
@@ -86,12 +90,7 @@ def _lower_conv_transpose(node: Node) -> Kernel:
     """ConvTranspose as gathers, one perfect accumulation nest per output phase (see
     _transposed_phases): the scatter form would store out of bounds where the pads crop,
     and the gather form needs (o + pad - d*t) / s, which is affine only within one phase."""
-    kb = _KernelBuilder(node)
-    xv, wv, bv = node.inputs[0], node.inputs[1], node.input(2)
-    kb.require([xv, wv, bv, node.outputs[0]])
-    attrs = resolve_attrs(node)
-    x, w = kb.input(xv), kb.input(wv)
-    b = kb.input(bv) if bv is not None else None
+    kb, attrs, x, w, b = _conv_operands(node)
     win = conv_transpose_window(x.shape, w.shape, None if b is None else b.shape, **attrs)
     y = kb.output(node.outputs[0])
     n, c = x.shape[:2]
