@@ -42,13 +42,22 @@ from ..aot.lower import Fused
 from ..aot.program import Call, Routine
 from ..base import Region
 from .packing import DKB, IKB, AsInt32, DotPacking, IntBlockPacking
+from .packing_int8 import FKB, FlatPacking
 
 INT8_FILES = ("int8.c", "int8_dot.c")
+# routines that write a scratch tensor after their output (the relaid input)
+_SCRATCH_ROUTINES = ("rt_conv_s8_dot", "rt_conv_s8_flat")
+FLAT_TAIL = 16            # int8_dot.c RT_FTAIL: scratch words past the relaid input
+# rt_conv_s8_flat for a stride-1 layer with at least this many output positions (one vector),
+# and, unless 1 x 1, at least FLAT_MIN_3X3 (on tiny maps with big windows the channels-in-lanes
+# rt_conv_s8_dot is faster: benchmarks in docs/benchmarks.md, "int8 kernels")
+FLAT_MIN_POSITIONS = 16
+FLAT_MIN_3X3 = 64
 # routine name -> number of pointer operands (the int8 routines of int8.c)
 INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32": 4,
                  "rt_quantize_linear": 2, "rt_dequantize_linear": 2,
                  "rt_qadd_s8": 3, "rt_pad_s8": 2, "rt_pool_s8": 2, "rt_conv_s8": 6,
-                 "rt_conv_s8_dot": 8, "rt_dwconv_s8": 6,
+                 "rt_conv_s8_dot": 8, "rt_conv_s8_flat": 8, "rt_dwconv_s8": 6,
                  "rt_gather_s8": 3, "rt_transpose_s8": 2, "rt_concat": -1}
 _INT = ("int8", "int32")
 MAX_POOL_WIDTH = 4096     # int8.c rt_pool_s8's row buffer
@@ -315,24 +324,41 @@ def _layer_epilogue(L: "_IntLayer", node: Node, stage_node: Node | None, inputs:
     return bias, mul, shift, stage, out_value
 
 
-def _dot_call(node: Node, stage_node: Node | None) -> Fused:
-    """A group-1 int8 layer on rt_conv_s8_dot, its input rewritten into a scratch."""
+def _flat(L: _IntLayer) -> bool:
+    """Whether rt_conv_s8_flat (output positions in the lanes) runs the group-1 layer, else
+    rt_conv_s8_dot (output channels in the lanes)."""
+    n, c, hp, wp, k, r, s, sh, sw, oh, ow, _ = L.ints
+    positions = oh * ow
+    return sh == sw == 1 and positions >= FLAT_MIN_POSITIONS and \
+        (r * s == 1 or positions >= FLAT_MIN_3X3)
+
+
+def _quad_call(node: Node, stage_node: Node | None) -> Fused:
+    """A group-1 int8 layer on rt_conv_s8_flat or rt_conv_s8_dot (dot products of 4 input
+    channels), its input rewritten into a scratch."""
     L = _int_layer(node)
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, _ = L.ints
-    blocks, c4 = -(-k // DKB), -(-c // 4)
-    tag = "t" if L.transpose else ""
-    pack = DotPacking(f"{L.w.name}__d{DKB}{tag}", L.w.name, L.transpose)
-    corr = DotPacking(f"{L.w.name}__d{DKB}{tag}_corr", L.w.name, L.transpose, True)
-    inputs = [_t(L.x), Tensor(pack.name, (blocks, c4, r, s, DKB, 4), "int8"),
-              Tensor(corr.name, (blocks * DKB,), "int32")]
+    flat = _flat(L)
+    packing, block = (FlatPacking, FKB) if flat else (DotPacking, DKB)
+    blocks, c4 = -(-k // block), -(-c // 4)
+    tag = f"__{'f' if flat else 'd'}{block}{'t' if L.transpose else ''}"
+    pack = packing(f"{L.w.name}{tag}", L.w.name, L.transpose)
+    corr = packing(f"{L.w.name}{tag}_corr", L.w.name, L.transpose, True)
+    inputs = [_t(L.x), Tensor(pack.name, (blocks, c4, r, s, block, 4), "int8"),
+              Tensor(corr.name, (blocks * block,), "int32")]
     relayouts = [pack, corr]
     bias, mul, shift, stage, out_value = _layer_epilogue(L, node, stage_node, inputs, relayouts)
-    scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
+    fused = int(stage_node is not None)
+    if flat:      # one image at a time, and the words the last tile may read past it
+        scratch = Tensor(f"{out_value.name}__xs", (c4 * hp * wp + FLAT_TAIL,), "int32")
+        name, ints = "rt_conv_s8_flat", (n, c, hp, wp, k, r, s, oh, ow, fused) + stage
+    else:
+        scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
+        name, ints = "rt_conv_s8_dot", L.ints[:11] + (fused,) + stage
     nodes = (node,) if stage_node is None else (node, stage_node)
     k_sig = Kernel(f"int8_{node.name}", tuple(inputs), (_t(out_value), scratch), ())
-    ints = L.ints[:11] + (int(stage_node is not None),) + stage
-    routine = Routine("rt_conv_s8_dot", (0, 1, 2, bias, mul, shift, len(inputs),
-                                         len(inputs) + 1), tuple(int(i) for i in ints))
+    routine = Routine(name, (0, 1, 2, bias, mul, shift, len(inputs), len(inputs) + 1),
+                      tuple(int(i) for i in ints))
     return Fused(nodes, Scheduled(k_sig, tuple(relayouts)), routine, (scratch.name,))
 
 
@@ -356,7 +382,7 @@ def _dw_call(node: Node, stage_node: Node | None) -> Fused:
 def _conv_call(node: Node, stage_node: Node | None) -> Fused:
     L = _int_layer(node)
     if L.groups == 1:
-        return _dot_call(node, stage_node)
+        return _quad_call(node, stage_node)
     if _depthwise(L):
         return _dw_call(node, stage_node)
     pack = IntBlockPacking(f"{L.w.name}__i{IKB}{'t' if L.transpose else ''}", L.w.name,
@@ -513,6 +539,15 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
                 (2, "int32", blocks * DKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
                 (6, "int8" if out_s8 else "int32", n * k * oh * ow),
                 (7, "int32", n * c4 * hp * wp)]
+    if r.name == "rt_conv_s8_flat":
+        n, c, hp, wp, k, rr, ss, oh, ow, out_s8 = i[:10]
+        if hp - rr + 1 != oh or wp - ss + 1 != ow or hp < rr or wp < ss:
+            raise ValueError("window and sizes disagree (stride 1)")
+        blocks, c4 = -(-k // FKB), -(-c // 4)
+        return [(0, "int8", n * c * hp * wp), (1, "int8", blocks * c4 * rr * ss * FKB * 4),
+                (2, "int32", blocks * FKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
+                (6, "int8" if out_s8 else "int32", n * k * oh * ow),
+                (7, "int32", c4 * hp * wp + FLAT_TAIL)]
     if r.name == "rt_dwconv_s8":
         n, c, hp, wp, rr, ss, sh, sw, oh, ow, out_s8 = i[:11]
         if (hp - rr) // sh + 1 != oh or (wp - ss) // sw + 1 != ow or hp < rr or wp < ss or \
@@ -552,7 +587,7 @@ def check_int8(call: Call) -> None:
         want = INT8_ROUTINES[r.name]
         if want != -1 and len(r.operands) != want:
             raise ValueError(f"{len(r.operands)} operands, expected {want}")
-        outputs = 2 if r.name == "rt_conv_s8_dot" else 1      # the dot routine's scratch
+        outputs = 2 if r.name in _SCRATCH_ROUTINES else 1      # and the scratch
         if any(not -1 <= o < len(params) for o in r.operands) or \
                 r.operands[-1] != len(params) - 1 or len(call.kernel.outputs) != outputs:
             raise ValueError(f"operands {r.operands} do not name the kernel's tensors")
@@ -582,7 +617,8 @@ def _sizes(r: Routine) -> tuple[int, ...]:
     return {"rt_quantize_p2": i[:1], "rt_dequantize_p2": i[:1], "rt_requantize_s32": i[:3],
             "rt_quantize_linear": i[:1], "rt_dequantize_linear": i[:1],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
-            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_dwconv_s8": i[:10],
+            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_conv_s8_flat": i[:9],
+            "rt_dwconv_s8": i[:10],
             "rt_gather_s8": i, "rt_transpose_s8": i[:MAX_TRANSPOSE_RANK], "rt_concat": i}.get(r.name, ())
 
 
