@@ -3,7 +3,8 @@ the integer reference's naive loops (ops/nn.py Conv, ops/quantized.py Requantize
 RequantizeMul), on layers drawn to hit their edges: input channels not a multiple of 4 (the
 padded quad), output channels not a multiple of the 8- or 32-channel tiles, maps whose flat
 positions end inside a 16-lane vector or between two of a tile's three, rows narrower than a
-vector and wider than several, windows 1 x 1 to 3 x 2, strides 1 and 2, and output stages by
+vector and wider than several, windows 1 x 1 to 3 x 2, strides 1 and 2, inputs padded by the
+layer's own input rewrite (a Pad before it), and output stages by
 right and left shifts, half-up and half-even, by multipliers (negative ones too), clipped and
 not, or none (int32 results). In the vector build with this machine's instructions (AVX-512
 VNNI / BW where it has them: the masked loads and stores, vpdpbusd), in the generic vector
@@ -47,9 +48,18 @@ def _layers_graph(rng: np.random.Generator) -> tuple[Graph, dict]:
     nodes, inputs, outputs, feed = [], [], [], {}
     for i, (c, k, h, w, r, s, stride, g) in enumerate(LAYERS):
         for j, stage in enumerate(STAGES):
-            x = Value(f"x{i}_{j}", TensorType((1, c, h + r - 1, w + s - 1), "int8"))
+            hp, wp = h + r - 1, w + s - 1
+            # with the second stage, a group-1 layer's input is padded by a Pad node (1 row
+            # above, 2 columns left, 1 right) that the layer's input rewrite does itself
+            pad = j == 1 and g == 1 and hp > 1 and wp > 3
+            x = Value(f"x{i}_{j}", TensorType((1, c, hp - pad, wp - 3 * pad), "int8"))
             inputs.append(x)
             feed[x.name] = rng.integers(-128, 128, x.type.shape).astype(np.int8)
+            if pad:
+                padded = Value(f"xp{i}_{j}")
+                nodes.append(Node("Pad", f"pad{i}_{j}", [x, constant(
+                    f"pads{i}_{j}", np.array([0, 0, 1, 2, 0, 0, 0, 1], np.int64))], [padded], {}))
+                x = padded
             wt = constant(f"w{i}_{j}", rng.integers(-128, 128, (k, c // g, r, s)).astype(np.int8))
             b = constant(f"b{i}_{j}", rng.integers(-5000, 5000, k).astype(np.int32))
             acc = Value(f"acc{i}_{j}")
@@ -94,6 +104,8 @@ def test_int8_conv_kernels_match_the_reference_loops(build):
         assert routines.count("rt_conv_s8_flat") == 4 * len(STAGES), routines
         assert routines.count("rt_conv_s8_dot") == 2 * len(STAGES), routines
         assert routines.count("rt_dwconv_s8") == 3 * len(STAGES), routines
+        assert "rt_pad_s8" not in routines            # 5 pads done by the layers' rewrites
+        assert sum(n.op == "Pad" for n in graph.nodes) == 5
         out, ref = module.run(feed), run_graph(graph, feed)
         for name in ref:
             assert out[name].dtype == ref[name].dtype

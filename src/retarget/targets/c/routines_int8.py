@@ -333,29 +333,40 @@ def _flat(L: _IntLayer) -> bool:
         (r * s == 1 or positions >= FLAT_MIN_3X3)
 
 
-def _quad_call(node: Node, stage_node: Node | None) -> Fused:
+def _pad_begin(pad: Node) -> tuple[int, int]:
+    """The rows and columns an int8 Pad (int8_support's: zeros on the spatial dims) adds
+    before the map."""
+    p = [int(v) for v in np.asarray(pad.inputs[1].const).reshape(-1)]
+    return p[2], p[3]
+
+
+def _quad_call(node: Node, stage_node: Node | None, pad: Node | None = None) -> Fused:
     """A group-1 int8 layer on rt_conv_s8_flat or rt_conv_s8_dot (dot products of 4 input
-    channels), its input rewritten into a scratch."""
+    channels), its input rewritten into a scratch; with `pad` (the Pad its input comes
+    from), that rewrite pads the Pad's input instead, so the padded map is never stored."""
     L = _int_layer(node)
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, _ = L.ints
+    source, (pt, pl) = (L.x, (0, 0)) if pad is None else (pad.inputs[0], _pad_begin(pad))
+    h, w = source.type.shape[2:] if len(source.type.shape) == 4 else (hp, wp)
     flat = _flat(L)
     packing, block = (FlatPacking, FKB) if flat else (DotPacking, DKB)
     blocks, c4 = -(-k // block), -(-c // 4)
     tag = f"__{'f' if flat else 'd'}{block}{'t' if L.transpose else ''}"
     pack = packing(f"{L.w.name}{tag}", L.w.name, L.transpose)
     corr = packing(f"{L.w.name}{tag}_corr", L.w.name, L.transpose, True)
-    inputs = [_t(L.x), Tensor(pack.name, (blocks, c4, r, s, block, 4), "int8"),
+    inputs = [_t(source), Tensor(pack.name, (blocks, c4, r, s, block, 4), "int8"),
               Tensor(corr.name, (blocks * block,), "int32")]
     relayouts = [pack, corr]
     bias, mul, shift, stage, out_value = _layer_epilogue(L, node, stage_node, inputs, relayouts)
     fused = int(stage_node is not None)
+    geometry = (n, c, h, w, pt, pl, hp, wp, k, r, s)
     if flat:      # one image at a time, and the words the last tile may read past it
         scratch = Tensor(f"{out_value.name}__xs", (c4 * hp * wp + FLAT_TAIL,), "int32")
-        name, ints = "rt_conv_s8_flat", (n, c, hp, wp, k, r, s, oh, ow, fused) + stage
+        name, ints = "rt_conv_s8_flat", geometry + (oh, ow, fused) + stage
     else:
         scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
-        name, ints = "rt_conv_s8_dot", L.ints[:11] + (fused,) + stage
-    nodes = (node,) if stage_node is None else (node, stage_node)
+        name, ints = "rt_conv_s8_dot", geometry + (sh, sw, oh, ow, fused) + stage
+    nodes = tuple(x for x in (pad, node, stage_node) if x is not None)
     k_sig = Kernel(f"int8_{node.name}", tuple(inputs), (_t(out_value), scratch), ())
     routine = Routine(name, (0, 1, 2, bias, mul, shift, len(inputs), len(inputs) + 1),
                       tuple(int(i) for i in ints))
@@ -379,10 +390,10 @@ def _dw_call(node: Node, stage_node: Node | None) -> Fused:
                  (0, 1, bias, mul, shift, len(inputs)), relayouts)
 
 
-def _conv_call(node: Node, stage_node: Node | None) -> Fused:
+def _conv_call(node: Node, stage_node: Node | None, pad: Node | None) -> Fused:
     L = _int_layer(node)
     if L.groups == 1:
-        return _quad_call(node, stage_node)
+        return _quad_call(node, stage_node, pad)
     if _depthwise(L):
         return _dw_call(node, stage_node)
     pack = IntBlockPacking(f"{L.w.name}__i{IKB}{'t' if L.transpose else ''}", L.w.name,
@@ -434,10 +445,9 @@ def _single_call(node: Node) -> Fused:
         return _call((node,), [_t(x)], _t(y), "rt_pool_s8",
                      (int(op == "SumPool"),) + _pool_geometry(node))
     if op == "Pad":
-        p = [int(v) for v in np.asarray(node.inputs[1].const).reshape(-1)]
         n, c, h, w = x.type.shape
         return _call((node,), [_t(x)], _t(y), "rt_pad_s8",
-                     (n * c, h, w, p[2], p[3], y.type.shape[2], y.type.shape[3]))
+                     (n * c, h, w) + _pad_begin(node) + tuple(y.type.shape[2:]))
     if op == "Concat":
         axis = int(a["axis"]) % len(y.type.shape)
         rows = int(np.prod(y.type.shape[:axis], dtype=np.int64))
@@ -470,6 +480,25 @@ def _single_call(node: Node) -> Fused:
     raise GraphError(f"no int8 routine for {op} {node.name!r}")
 
 
+def _padding_of(region: Region, readers: dict[str, list[Node]], outputs: set[str],
+                taken: set[str]) -> dict[str, Node]:
+    """conv name -> the int8 Pad whose output only that group-1 int8 conv reads (not a
+    region output): the conv's input rewrite pads the map itself (_quad_call)."""
+    producer = {v.name: n for n in region.nodes for v in n.outputs}
+    pads = {}
+    for node in region.nodes:
+        if node.op != "Conv" or not is_integer_node(node) or int8_support(node) is not None:
+            continue
+        x = node.inputs[0]
+        pad = producer.get(x.name)
+        if pad is None or pad.op != "Pad" or pad.name in taken or x.name in outputs or \
+                len(readers.get(x.name, [])) != 1 or int8_support(pad) is not None or \
+                _int_layer(node).groups != 1:
+            continue
+        pads[node.name] = pad
+    return pads
+
+
 def plan_int8(region: Region, taken: set[str] = frozenset()) -> list[Fused]:
     """A call for every integer node of the region (those not in `taken`)."""
     readers: dict[str, list[Node]] = {}
@@ -478,7 +507,8 @@ def plan_int8(region: Region, taken: set[str] = frozenset()) -> list[Fused]:
             if v is not None:
                 readers.setdefault(v.name, []).append(n)
     outputs = {v.name for v in region.outputs}
-    done, groups = set(taken), []
+    pads = _padding_of(region, readers, outputs, taken)
+    done, groups = set(taken) | {p.name for p in pads.values()}, []
     for node in region.nodes:
         if node.name in done or not is_integer_node(node) or int8_support(node) is not None:
             continue
@@ -487,7 +517,7 @@ def plan_int8(region: Region, taken: set[str] = frozenset()) -> list[Fused]:
             nxt = readers.get(y.name, [])
             stage = nxt[0] if (len(nxt) == 1 and y.name not in outputs and nxt[0].op in
                                ("Requantize", "RequantizeMul") and _stage(nxt[0])) else None
-            groups.append(_conv_call(node, stage))
+            groups.append(_conv_call(node, stage, pads.get(node.name)))
             done.update([node.name] + ([stage.name] if stage else []))
         else:
             groups.append(_single_call(node))
@@ -514,8 +544,7 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "int8", i[0]), (1, "int8", i[0]), (2, "int8", i[0])]
     if r.name == "rt_pad_s8":
         nc, h, w, pt, pl, hp, wp = i
-        if pt + h > hp or pl + w > wp:
-            raise ValueError("padding outside the padded map")
+        _check_padded(h, w, pt, pl, hp, wp)
         return [(0, "int8", nc * h * w), (1, "int8", nc * hp * wp)]
     if r.name == "rt_pool_s8":
         is_sum, nc, h, w, *_, oh, ow = i
@@ -531,20 +560,22 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "int8", n * c * hp * wp), (1, "int32", wsize), (2, "int32", k),
                 (3, "int32", k), (4, "int32", k), (5, "int8" if out_s8 else "int32", n * k * oh * ow)]
     if r.name == "rt_conv_s8_dot":
-        n, c, hp, wp, k, rr, ss, sh, sw, oh, ow, out_s8 = i[:12]
+        n, c, h, w, pt, pl, hp, wp, k, rr, ss, sh, sw, oh, ow, out_s8 = i[:16]
+        _check_padded(h, w, pt, pl, hp, wp)
         if (hp - rr) // sh + 1 != oh or (wp - ss) // sw + 1 != ow or hp < rr or wp < ss:
             raise ValueError("window, strides and sizes disagree")
         blocks, c4 = -(-k // DKB), -(-c // 4)
-        return [(0, "int8", n * c * hp * wp), (1, "int8", blocks * c4 * rr * ss * DKB * 4),
+        return [(0, "int8", n * c * h * w), (1, "int8", blocks * c4 * rr * ss * DKB * 4),
                 (2, "int32", blocks * DKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
                 (6, "int8" if out_s8 else "int32", n * k * oh * ow),
                 (7, "int32", n * c4 * hp * wp)]
     if r.name == "rt_conv_s8_flat":
-        n, c, hp, wp, k, rr, ss, oh, ow, out_s8 = i[:10]
+        n, c, h, w, pt, pl, hp, wp, k, rr, ss, oh, ow, out_s8 = i[:14]
+        _check_padded(h, w, pt, pl, hp, wp)
         if hp - rr + 1 != oh or wp - ss + 1 != ow or hp < rr or wp < ss:
             raise ValueError("window and sizes disagree (stride 1)")
         blocks, c4 = -(-k // FKB), -(-c // 4)
-        return [(0, "int8", n * c * hp * wp), (1, "int8", blocks * c4 * rr * ss * FKB * 4),
+        return [(0, "int8", n * c * h * w), (1, "int8", blocks * c4 * rr * ss * FKB * 4),
                 (2, "int32", blocks * FKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
                 (6, "int8" if out_s8 else "int32", n * k * oh * ow),
                 (7, "int32", c4 * hp * wp + FLAT_TAIL)]
@@ -573,6 +604,11 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(j, "int8", rows * b) for j, b in enumerate(row_bytes)] + \
             [(len(row_bytes), "int8", rows * stride)]
     raise ValueError(f"unknown routine {r.name!r}")
+
+
+def _check_padded(h: int, w: int, pt: int, pl: int, hp: int, wp: int) -> None:
+    if min(pt, pl) < 0 or pt + h > hp or pl + w > wp:
+        raise ValueError(f"a {h} x {w} map at ({pt}, {pl}) is outside the padded {hp} x {wp}")
 
 
 # the routines with float arguments: (integer arguments, float arguments)
@@ -617,7 +653,8 @@ def _sizes(r: Routine) -> tuple[int, ...]:
     return {"rt_quantize_p2": i[:1], "rt_dequantize_p2": i[:1], "rt_requantize_s32": i[:3],
             "rt_quantize_linear": i[:1], "rt_dequantize_linear": i[:1],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
-            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_conv_s8_flat": i[:9],
+            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:4] + i[6:15],
+            "rt_conv_s8_flat": i[:4] + i[6:13],
             "rt_dwconv_s8": i[:10],
             "rt_gather_s8": i, "rt_transpose_s8": i[:MAX_TRANSPOSE_RANK], "rt_concat": i}.get(r.name, ())
 

@@ -2,8 +2,10 @@
    dot products of 4 input channels at a time, the AVX-512 VNNI instruction vpdpbusd (16 lanes
    of int32 += 4 u8 x s8 products each) where the compiler targets it, plain C elsewhere:
 
-   1. the padded input is rewritten into the scratch xs[N][ceil(C/4)][Hp][Wp][4] of unsigned
-      bytes x + 128 (x ^ 0x80), 4 channels of one pixel per 32-bit word, channels past C 128;
+   1. the input [N][C][H][W], zero-padded to Hp x Wp (at row pt, column pl) on the way, is
+      rewritten into the scratch xs[N][ceil(C/4)][Hp][Wp][4] of unsigned bytes x + 128
+      (x ^ 0x80), 4 channels of one pixel per 32-bit word, channels past C 128
+      (rt_interleave4_u8);
    2. weights were packed at build time as wq[ceil(K/32)][ceil(C/4)][R][S][32][4] (int8, zero
       past K and C) with corr[k] = -128 * sum(w[k]) (int32), so that
       sum (x + 128) * w + corr = sum x * w exactly (products and sums stay far inside int32);
@@ -86,30 +88,43 @@ static inline void rt_requantize_block32(const int32_t *restrict acc, const int3
 }
 #endif
 
-/* Step 1 of rt_conv_s8_dot and rt_conv_s8_flat: C planes of `plane` int8 as
-   xs[ceil(C/4)][plane] words of 4 unsigned bytes x + 128 (x ^ 0x80), the byte of channel
-   4 * c4 + i at byte i of word c4 * plane + p; channels past C 128 (their weights are zero). */
-static void rt_interleave4_u8(const int8_t *restrict x, int32_t *restrict xs, int C,
-                              ptrdiff_t plane)
+/* Step 1 of rt_conv_s8_dot and rt_conv_s8_flat: C planes of H x W int8 as
+   xs[ceil(C/4)][Hp][Wp] words of 4 unsigned bytes x + 128 (x ^ 0x80), the byte of channel
+   4 * c4 + i at byte i of word (c4, h, w), the plane zero-padded on the way (the map at row pt,
+   column pl: the pads and channels past C are 128, a zero input; the weights of channels past
+   C are zero). */
+static void rt_interleave4_u8(const int8_t *restrict x, int32_t *restrict xs, int C, int H,
+                              int W, int pt, int pl, int Hp, int Wp)
 {
+    const ptrdiff_t plane = (ptrdiff_t)H * W;
     int C4 = (C + 3) / 4, c4;
     RT_PARALLEL_FOR
     for (c4 = 0; c4 < C4; c4++) {
-        unsigned char *dst = (unsigned char *)(xs + c4 * plane);
+        int32_t *xp = xs + (ptrdiff_t)c4 * Hp * Wp;
         const unsigned char *src = (const unsigned char *)x + 4 * c4 * plane;
-        ptrdiff_t p;
-        int i;
-        if (4 * c4 + 4 <= C)               /* four channels: a loop the compiler vectorises */
-            for (p = 0; p < plane; p++) {
-                dst[4 * p] = src[p] ^ 0x80;
-                dst[4 * p + 1] = src[plane + p] ^ 0x80;
-                dst[4 * p + 2] = src[2 * plane + p] ^ 0x80;
-                dst[4 * p + 3] = src[3 * plane + p] ^ 0x80;
+        int h, w, i;
+        for (h = 0; h < Hp; h++) {
+            unsigned char *dst = (unsigned char *)(xp + (ptrdiff_t)h * Wp);
+            const unsigned char *row = src + (ptrdiff_t)(h - pt) * W;
+            if (h < pt || h >= pt + H) {
+                memset(dst, 0x80, (size_t)Wp * 4);
+                continue;
             }
-        else
-            for (i = 0; i < 4; i++)
-                for (p = 0; p < plane; p++)
-                    dst[4 * p + i] = 4 * c4 + i < C ? src[i * plane + p] ^ 0x80 : 0x80;
+            memset(dst, 0x80, (size_t)pl * 4);
+            memset(dst + 4 * (pl + W), 0x80, (size_t)(Wp - pl - W) * 4);
+            dst += 4 * pl;
+            if (4 * c4 + 4 <= C)           /* four channels: a loop the compiler vectorises */
+                for (w = 0; w < W; w++) {
+                    dst[4 * w] = row[w] ^ 0x80;
+                    dst[4 * w + 1] = row[plane + w] ^ 0x80;
+                    dst[4 * w + 2] = row[2 * plane + w] ^ 0x80;
+                    dst[4 * w + 3] = row[3 * plane + w] ^ 0x80;
+                }
+            else
+                for (i = 0; i < 4; i++)
+                    for (w = 0; w < W; w++)
+                        dst[4 * w + i] = 4 * c4 + i < C ? row[i * plane + w] ^ 0x80 : 0x80;
+        }
     }
 }
 
@@ -147,18 +162,19 @@ rt_conv_s8_dot_tile(const int32_t *restrict xs, const int8_t *restrict wb,
 static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
                            const int32_t *restrict corr, const int32_t *restrict bias,
                            const int32_t *restrict mul, const int32_t *restrict shift,
-                           void *restrict y, int32_t *restrict xs, int N, int C, int Hp,
-                           int Wp, int K, int R, int S, int sh, int sw, int OH, int OW,
-                           int out_s8, int m0, int s0, int lo, int hi, int half_even)
+                           void *restrict y, int32_t *restrict xs, int N, int C, int H,
+                           int W, int pt, int pl, int Hp, int Wp, int K, int R, int S, int sh,
+                           int sw, int OH, int OW, int out_s8, int m0, int s0, int lo, int hi,
+                           int half_even)
 {
     int C4 = (C + 3) / 4, blocks = (K + RT_DKB - 1) / RT_DKB;
     ptrdiff_t HpWp = (ptrdiff_t)Hp * Wp;
     int n;
     for (n = 0; n < N; n++) {
-        const int8_t *xn = x + (ptrdiff_t)n * C * HpWp;
+        const int8_t *xn = x + (ptrdiff_t)n * C * H * W;
         int32_t *xsn = xs + (ptrdiff_t)n * C4 * HpWp;
         int kb, oh;
-        rt_interleave4_u8(xn, xsn, C, HpWp);
+        rt_interleave4_u8(xn, xsn, C, H, W, pt, pl, Hp, Wp);
         RT_PARALLEL_FOR2
         for (kb = 0; kb < blocks; kb++)
             for (oh = 0; oh < OH; oh++) {
@@ -214,8 +230,8 @@ static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
    rt_conv_s8_dot's tiles (channels in the lanes) would leave its output stage storing one
    byte at a time and its tiles short of columns:
 
-   1. the padded input as rt_interleave4_u8's xs[ceil(C/4)][Hp * Wp] words (+ RT_FTAIL words
-      of 128s that the last tile may read);
+   1. the input, padded on the way, as rt_interleave4_u8's xs[ceil(C/4)][Hp * Wp] words
+      (+ RT_FTAIL words of 128s that the last tile may read);
    2. the output positions (oh, ow) as flat positions p = oh * Wp + ow of the padded map, whose
       window (r, s) starts at xs word p + r * Wp + s: a vector of 16 consecutive p is one
       64-byte load per (channel quad, r, s), whatever the row length (positions with
@@ -279,9 +295,9 @@ rt_conv_s8_flat_tile(const int32_t *restrict xs, const int8_t *restrict wb,
 static void rt_conv_s8_flat(const int8_t *restrict x, const int8_t *restrict wf,
                             const int32_t *restrict corr, const int32_t *restrict bias,
                             const int32_t *restrict mul, const int32_t *restrict shift,
-                            void *restrict y, int32_t *restrict xs, int N, int C, int Hp,
-                            int Wp, int K, int R, int S, int OH, int OW, int out_s8, int m0,
-                            int s0, int lo, int hi, int half_even)
+                            void *restrict y, int32_t *restrict xs, int N, int C, int H,
+                            int W, int pt, int pl, int Hp, int Wp, int K, int R, int S, int OH,
+                            int OW, int out_s8, int m0, int s0, int lo, int hi, int half_even)
 {
     int C4 = (C + 3) / 4, kts = (K + RT_FKB - 1) / RT_FKB;
     ptrdiff_t plane = (ptrdiff_t)Hp * Wp, np = (ptrdiff_t)(OH - 1) * Wp + OW;
@@ -293,7 +309,7 @@ static void rt_conv_s8_flat(const int8_t *restrict x, const int8_t *restrict wf,
     for (i = 0; i < RT_FTAIL; i++) xs[C4 * plane + i] = (int32_t)0x80808080u;
     for (n = 0; n < N; n++) {
         int k0, kt, t;
-        rt_interleave4_u8(x + (ptrdiff_t)n * C * plane, xs, C, plane);
+        rt_interleave4_u8(x + (ptrdiff_t)n * C * H * W, xs, C, H, W, pt, pl, Hp, Wp);
         for (k0 = 0; k0 < kts; k0 += chunk)
         RT_PARALLEL_FOR2
         for (t = 0; t < tiles; t++)
