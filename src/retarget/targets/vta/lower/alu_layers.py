@@ -26,7 +26,7 @@ from .alu import Region, emit_requant, range_op, requant_vectors
 from .context import LayerReport, LoweringContext
 from .conv import MAX_XSIZE, _window
 from .layers import Pool2d, Requant, RequantizeLayer, ResidualAdd, reason
-from .schedule import ConvGeom, Schedule, alu_geom, check_schedule, choose_schedule
+from .schedule import ConvGeom, Schedule, alu_geom, check_schedule
 from .tensor import PackedTensor
 
 PAD_VALUE = -128     # what a max-pool window's padding holds: never more than a real int8
@@ -124,11 +124,10 @@ def _check_input(layer, cfg, x: PackedTensor, shape, dtype: str = "int8") -> Non
                          f"{dtype}{list(shape)} in blocks of BLOCK_OUT={cfg.block_out}")
 
 
-def _prologue(ctx, layer, schedule, vthreads, cost) -> Schedule:
+def _prologue(ctx, layer, s: Schedule) -> Schedule:
     why = reason(layer, ctx.cfg)
     if why:
         raise TargetError(why)
-    s = schedule or choose_schedule(layer, ctx.cfg, vthreads, cost)
     check_schedule(layer, ctx.cfg, s)
     ctx.begin_layer()
     return s
@@ -155,12 +154,12 @@ def _pad_fix(ctx, base: int, regions: int, rows: int, cols: int, pads) -> None:
 
 
 def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
-                 schedule: Schedule | None = None, vthreads: int | None = None, cost=None,
-                 out: str | None = None) -> PackedTensor:
-    """Max or average pooling of packed int8 `x` on the ALU; returns the packed output."""
+                 schedule: Schedule, out: str | None = None) -> PackedTensor:
+    """Max or average pooling of packed int8 `x` on the ALU with `schedule`; returns the
+    packed output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, x, layer.in_shape)
-    s = _prologue(ctx, layer, schedule, vthreads, cost)
+    s = _prologue(ctx, layer, schedule)
     g = alu_geom(layer, cfg)
     y = ctx.tensor(out or f"{layer.name}/out", layer.out_shape, block=cfg.block_out)
     out_cap = s.tile_n * s.tile_co * s.tile_h * s.tile_w
@@ -206,14 +205,14 @@ def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
 
 # ---- residual add --------------------------------------------------------------------------
 def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor,
-                       b: PackedTensor, *, schedule: Schedule | None = None,
-                       vthreads: int | None = None, cost=None,
+                       b: PackedTensor, *, schedule: Schedule,
                        out: str | None = None) -> PackedTensor:
-    """QAdd of packed int8 `a` and `b` (same shape) on the ALU; returns the packed output."""
+    """QAdd of packed int8 `a` and `b` (same shape) on the ALU with `schedule`; returns the
+    packed output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, a, layer.shape)
     _check_input(layer, cfg, b, layer.shape)
-    s = _prologue(ctx, layer, schedule, vthreads, cost)
+    s = _prologue(ctx, layer, schedule)
     g = alu_geom(layer, cfg)
     y = ctx.tensor(out or f"{layer.name}/out", layer.shape, block=cfg.block_out)
     cap = s.tile_n * s.tile_co * s.tile_h * s.tile_w
@@ -238,13 +237,12 @@ def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor
 
 # ---- requantize alone -------------------------------------------------------------------------
 def lower_requantize(ctx: LoweringContext, layer: RequantizeLayer, x: PackedTensor, *,
-                     schedule: Schedule | None = None, vthreads: int | None = None, cost=None,
-                     out: str | None = None) -> PackedTensor:
+                     schedule: Schedule, out: str | None = None) -> PackedTensor:
     """Requantize (ReLU / clip / rescale, per-tensor or per-channel shift) of packed `x`
-    (int8 or int32) on the ALU; returns the packed int8 output."""
+    (int8 or int32) on the ALU with `schedule`; returns the packed int8 output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, x, layer.shape, layer.in_dtype)
-    s = _prologue(ctx, layer, schedule, vthreads, cost)
+    s = _prologue(ctx, layer, schedule)
     g = alu_geom(layer, cfg)
     y = ctx.tensor(out or f"{layer.name}/out", layer.shape, block=cfg.block_out)
     r = layer.requant

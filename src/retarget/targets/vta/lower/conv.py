@@ -39,7 +39,7 @@ from ..layout import pack_oihw
 from .alu import Region, emit_steps, requant_steps, requant_vectors
 from .context import LayerReport, LoweringContext
 from .layers import Conv2d, Dense, reason
-from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, choose_schedule,
+from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule,
                        conv_consts, conv_geom, resident_consts)
 from .tensor import PackedTensor
 from .walk import Phase, TileStep, conv_rounds
@@ -154,25 +154,26 @@ class _ConvEmitter:
         over the batch blocks when the tile is a single position."""
         g, ctx = self.g, self.ctx
         tci, nci = ph.tci, ph.nci
-        rows, cols = g.in_rows(t.pos.th), g.in_cols(t.pos.tw)
-        npos = t.pos.th * t.pos.tw
+        tn, th, tw, tco, offs = t.pos.tn, t.pos.th, t.pos.tw, t.cout.tco, t.cout.offs
+        rows, cols = g.in_rows(th), g.in_cols(tw)
+        npos = th * tw
         kk, kw = g.kk, g.kw
 
         def uops(n):
-            return [(acc + (n * t.cout.tco + j) * npos,
-                     inp + ((n * nci + t.cout.offs[j] + p) * rows + dh) * cols + dw,
+            return [(acc + (n * tco + j) * npos,
+                     inp + ((n * nci + offs[j] + p) * rows + dh) * cols + dw,
                      wgt + (j * tci + p) * kk + dh * kw + dw)
-                    for j in range(t.cout.tco) for p in range(tci)
+                    for j in range(tco) for p in range(tci)
                     for dh in range(g.kh) for dw in range(g.kw)]
         # The key must name everything uops() and the loops read: two layers with equal tiles
         # but other kernel sizes, input tile shapes or strides need different micro-ops.
-        key = ("gemm", acc, inp, wgt, t.pos.tn, t.cout.tco, t.pos.th, t.pos.tw, tci, nci, t.cout.offs,
+        key = ("gemm", acc, inp, wgt, tn, tco, th, tw, tci, nci, offs,
                g.kh, g.kw, rows, cols, g.row_pitch, g.sw)
         if npos == 1:    # loop over the batch blocks
-            return [ctx.kernel(key, lambda: (uops(0), [(t.pos.tn, t.cout.tco, nci * rows * cols, 0)]))]
+            return [ctx.kernel(key, lambda: (uops(0), [(tn, tco, nci * rows * cols, 0)]))]
         # loop over the tile's output rows and columns, one GEMM per batch block
         return [ctx.kernel(key + (n,), lambda: (uops(n), [
-            (t.pos.th, t.pos.tw, g.row_pitch * cols, 0), (t.pos.tw, 1, g.sw, 0)])) for n in range(t.pos.tn)]
+            (th, tw, g.row_pitch * cols, 0), (tw, 1, g.sw, 0)])) for n in range(tn)]
 
     def chunks(self, t: TileStep, last: bool) -> list[tuple[int, int, int, int]]:
         """How the tile's epilogue and store are cut: (first co block, co blocks, first row,
@@ -353,20 +354,19 @@ def _check_operands(layer: Conv2d, cfg, x: PackedTensor, weight, bias, depthwise
 
 
 def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: np.ndarray,
-                 bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
-                 vthreads: int | None = None, cost=None, out: str | None = None,
+                 bias: np.ndarray | None = None, *, schedule: Schedule, out: str | None = None,
                  _matrix_out: bool = False) -> PackedTensor:
-    """Append `layer` to the stream: reads packed `x`, returns the packed int8 output tensor
-    (a new DRAM buffer named `out`, default '<layer.name>/out'). Weights (OIHW int8) and bias
-    (int32) become packed constants of the segment. `schedule` defaults to
-    choose_schedule(layer, cfg, vthreads, cost)."""
+    """Append `layer` to the stream with `schedule`: reads packed `x`, returns the packed int8
+    output tensor (a new DRAM buffer named `out`, default '<layer.name>/out'). Weights (OIHW
+    int8) and bias (int32) become packed constants of the segment. (The package's
+    lower_conv2d, choose.py, chooses the schedule when none is given.)"""
     cfg = ctx.cfg
     why = reason(layer, cfg)
     if why:
         raise TargetError(why)
     g = conv_geom(layer, cfg)
     weight, bias = _check_operands(layer, cfg, x, weight, bias, g.diag)
-    s = schedule or choose_schedule(layer, cfg, vthreads, cost)
+    s = schedule
     check_schedule(layer, cfg, s)
     ctx.begin_layer()
     wbuf = ctx.constant(f"{layer.name}/weight",
@@ -420,8 +420,8 @@ def _emit(ctx, layer: Conv2d, g: ConvGeom, s: Schedule, x: PackedTensor, wbuf: s
 
 
 def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.ndarray,
-                bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
-                vthreads: int | None = None, cost=None, out: str | None = None) -> PackedTensor:
+                bias: np.ndarray | None = None, *, schedule: Schedule,
+                out: str | None = None) -> PackedTensor:
     """A dense layer (weight: out_features x in_features int8, i.e. Gemm transB=1) as a 1x1
     convolution on a 1x1 image. `x` is the (batch x in_features) matrix tensor (or an
     N x C x 1 x 1 activation); returns the (batch x out_features) matrix tensor."""
@@ -429,8 +429,6 @@ def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.
     if weight.ndim != 2:
         raise InputError(f"{layer.op} '{layer.name}': weight must be 2-D (out x in), got "
                          f"{list(weight.shape)}")
-    if schedule is None:
-        schedule = choose_schedule(layer, ctx.cfg, vthreads, cost)
     y = lower_conv2d(ctx, layer.as_conv(), x, weight.reshape(weight.shape + (1, 1)), bias,
                      schedule=schedule, out=out, _matrix_out=True)
     ctx.reports[-1].kind = "dense"
@@ -438,13 +436,15 @@ def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.
 
 
 def lower_batched_matmul(ctx: LoweringContext, layer: Dense, a: PackedTensor, wbuf: str,
-                         slices: int, out: str | None = None) -> PackedTensor:
+                         slices: int, out: str | None = None, *,
+                         schedule: Schedule) -> PackedTensor:
     """`slices` independent products A_s . B_s of two activations (attention's per-head
     Q . K^T and A . V). `a` is the (slices * N) x K matrix tensor of the A_s; `wbuf` the input
     buffer holding the B_s as weight blocks (kernel.pack_weight_slices: the host lays them out
     so, as it lays out every input); `layer` the dense layer of one slice (N rows, K -> M) with
     its requantisation. Each slice is that dense layer on views of the operands and the
-    result (DRAM aliases, no copies), scheduled once. Returns the (slices * N) x M matrix."""
+    result (DRAM aliases, no copies), all with `schedule` (the dense layer's). Returns the
+    (slices * N) x M matrix."""
     cfg = ctx.cfg
     conv = layer.as_conv()
     why = reason(conv, cfg)
@@ -455,7 +455,7 @@ def lower_batched_matmul(ctx: LoweringContext, layer: Dense, a: PackedTensor, wb
         raise InputError(f"{layer.op} '{layer.name}': A is {list(a.shape)}, expected "
                          f"[{slices * n}, {layer.in_features}] ({slices} slices of {n} rows)")
     g = conv_geom(conv, cfg)
-    s = choose_schedule(layer, cfg)
+    s = schedule
     check_schedule(conv, cfg, s)
     y = ctx.tensor(out or f"{layer.name}/out", (slices * n, m), block=cfg.block_out)
     ctx.begin_layer()

@@ -72,7 +72,7 @@ class TileStep(NamedTuple):
 
 
 _new = tuple.__new__
-Round = tuple[TileStep, ...]      # the tiles run in lockstep, one per thread (the last may be short)
+Round = tuple[TileStep, ...]      # tiles run in lockstep, one per thread (the last may be short)
 
 
 def channel_tiles(g: ConvGeom, tile_co: int, tile_ci: int) -> tuple[ChannelTile, ...]:
