@@ -10,7 +10,7 @@ from retarget.targets.vta.lower import (Conv2d, LoweringContext, Requant, Schedu
                                         check_schedule)
 from retarget.targets.vta.lower.conv import _window, lower_conv2d_for_timing
 from retarget.targets.vta.lower.schedule import conv_geom
-from retarget.targets.vta.lower.walk import conv_rounds, conv_walk
+from retarget.targets.vta.lower.walk import PhaseStep, conv_rounds, conv_walk
 
 
 def random_conv(rng, cfg) -> Conv2d:
@@ -93,7 +93,9 @@ def test_walk_covers_the_layer_once_and_alternates_threads():
         layer = random_conv(rng, cfg)
         g = conv_geom(layer, cfg)
         for v in (1, 2):
-            for s in candidates(layer, cfg, v)[:4]:
+            cands = candidates(layer, cfg, v)
+            for j in rng.choice(len(cands), min(12, len(cands)), replace=False):
+                s = cands[j]
                 tiles = list(conv_walk(g, s))
                 covered = np.zeros((g.nb, g.cob, g.oh, g.ow), dtype=int)
                 for t in tiles:
@@ -108,6 +110,16 @@ def test_walk_covers_the_layer_once_and_alternates_threads():
                     assert [st.last for st in t.steps] == [False] * (len(t.steps) - 1) + [True]
                     # two tiles never share both input and weights: every phase loads
                     assert all(st.load_input or st.load_weights for st in t.steps)
+                # the loads are those of a thread keeping what it loaded last
+                held_in, held_w = [None] * v, [None] * v
+                for t in tiles:
+                    for st in t.steps:
+                        ph = st.phase
+                        want_in = (tuple(t.pos), ph.ci0, ph.nci)
+                        want_w = (t.cout.c0, t.cout.tco, ph.p0, ph.tci)
+                        assert st.load_input == (held_in[t.thread] != want_in), (layer, s, t)
+                        assert st.load_weights == (held_w[t.thread] != want_w), (layer, s, t)
+                        held_in[t.thread], held_w[t.thread] = want_in, want_w
                 assert (covered == 1).all(), (layer, s)
                 assert [t.index for t in tiles] == list(range(len(tiles)))
                 rounds = list(conv_rounds(g, s))
@@ -129,3 +141,8 @@ def test_a_thread_reloads_only_what_it_does_not_hold():
         assert len(tiles) > v
         assert [t.steps[0].load_weights for t in tiles] == [True] * v + [False] * (len(tiles) - v)
         assert all(t.steps[0].load_input for t in tiles)
+
+
+def test_phase_step_fields_in_the_order_the_cost_model_unpacks_them():
+    # tuning.conv_cycles reads PhaseStep by unpacking (its hot loop): a reordering must fail here
+    assert PhaseStep._fields == ("phase", "index", "last", "load_input", "load_weights")

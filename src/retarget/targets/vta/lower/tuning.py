@@ -184,25 +184,29 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                            wgt_load, shapes, tile_costs)
     gemm_done, store_done = [0] * v, [0] * v
     for rnd in conv_rounds(g, s):
-        costs = [shapes.get((t.pos.tn, t.pos.th, t.pos.tw, t.cout.tco)) or tile_costs(t)
-                 for t in rnd]          # tile_costs, inlined
+        # per tile of the round: (thread, position, output blocks, phase steps, costs), read
+        # into locals (as PhaseStep's fields below): this loop runs per phase of every tile of
+        # every two-thread candidate the search ranks, and attribute reads cost it a sixth more
+        tiles = [(t.thread, t.pos, t.cout.tco, t.steps,
+                  shapes.get((t.pos.tn, t.pos.th, t.pos.tw, t.cout.tco)) or tile_costs(t))
+                 for t in rnd]                # tile_costs, inlined
         for p in range(len(rnd[0].steps)):
             ready = [0] * v
             runs = []      # this phase's loads in stream order: (first start, cost each, count)
             nloads = 0
-            for t in rnd:
-                st, th = t.steps[p], t.thread
-                if not (st.load_input or st.load_weights):
+            for th, pos, tco, steps, _ in tiles:
+                ph, _, _, load_input, load_weights = steps[p]
+                if not (load_input or load_weights):
                     continue
                 if gemm_done[th] > t_load:
                     t_load = gemm_done[th]
-                if st.load_input:
-                    d, b, count = inp_load(t.pos, st.phase.nci)
+                if load_input:
+                    d, b, count = inp_load(pos, ph.nci)
                     runs.append((t_load, d, count))
                     nloads += count
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
-                if st.load_weights:
-                    d, b = wgt_load(st.phase.tci, t.cout.tco)
+                if load_weights:
+                    d, b = wgt_load(ph.tci, tco)
                     runs.append((t_load, d, 1))
                     nloads += 1
                     t_load, bus_beats = t_load + d, bus_beats + b
@@ -217,14 +221,14 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                         gate = start + d * m
                         break
                     m -= count
-            for t, sh in zip(rnd, costs):
-                st, th = t.steps[p], t.thread
-                if st.index == 0:
+            for th, _, _, steps, sh in tiles:
+                ph, index, last, _, _ = steps[p]
+                if index == 0:
                     t_comp = max(t_comp, store_done[th], gate) + sh.reset + sh.const_cycles
                     bus_beats += sh.const_beats
-                t_comp = max(t_comp, ready[th], gate) + sh.gemm + sh.work * st.phase.tci
+                t_comp = max(t_comp, ready[th], gate) + sh.gemm + sh.work * ph.tci
                 gemm_done[th] = t_comp
-                if alu_stage and st.last:
+                if alu_stage and last:
                     # the ALU stage: this tile's epilogue on its own module, then its store
                     t_alu = max(t_alu, t_comp) + sh.epilogue
                     t_store = max(t_store, t_alu) + sh.store_cycles
@@ -233,13 +237,13 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
         if alu_stage:
             continue
         epi_done = [0] * v
-        for t, sh in zip(rnd, costs):
+        for th, _, _, _, sh in tiles:
             t_comp += sh.epilogue
-            epi_done[t.thread] = t_comp
-        for t, sh in zip(rnd, costs):
-            t_store = max(t_store, epi_done[t.thread]) + sh.store_cycles
+            epi_done[th] = t_comp
+        for th, _, _, _, sh in tiles:
+            t_store = max(t_store, epi_done[th]) + sh.store_cycles
             bus_beats += sh.store_beats
-            store_done[t.thread] = t_store
+            store_done[th] = t_store
     return max(t_comp, t_alu, t_store, bus_beats)
 
 
@@ -252,8 +256,9 @@ def _one_thread(walk, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load, s
     for t in walk:
         pos, tco = t.pos, t.cout.tco
         sh = shapes.get((pos.tn, pos.th, pos.tw, tco)) or tile_costs(t)    # tile_costs, inlined
-        # unpacked rather than read by attribute: this loop runs per phase of every tile of
-        # every candidate the search ranks (PhaseStep's fields, in order)
+        gemm, reset, epilogue, store_cycles, store_beats, const_cycles, const_beats, work = sh
+        # unpacked rather than read by attribute (PhaseStep's and _TileCosts' fields, in
+        # order): this loop runs per phase of every tile of every candidate the search ranks
         for ph, index, last, load_input, load_weights in t.steps:
             ready = gate = 0
             if load_input or load_weights:
@@ -283,20 +288,20 @@ def _one_thread(walk, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load, s
                         if load_weights and m < 1:
                             gate = w_start
             if index == 0:
-                t_comp = max(t_comp, store_done, gate) + sh.reset + sh.const_cycles
-                bus_beats += sh.const_beats
-            t_comp = max(t_comp, ready, gate) + sh.gemm + sh.work * ph.tci
+                t_comp = max(t_comp, store_done, gate) + reset + const_cycles
+                bus_beats += const_beats
+            t_comp = max(t_comp, ready, gate) + gemm + work * ph.tci
             gemm_done = t_comp
             if alu_stage and last:
-                t_alu = max(t_alu, t_comp) + sh.epilogue
-                t_store = max(t_store, t_alu) + sh.store_cycles
-                bus_beats += sh.store_beats
+                t_alu = max(t_alu, t_comp) + epilogue
+                t_store = max(t_store, t_alu) + store_cycles
+                bus_beats += store_beats
                 store_done = t_store
         if alu_stage:
             continue
-        t_comp += sh.epilogue
-        t_store = max(t_store, t_comp) + sh.store_cycles
-        bus_beats += sh.store_beats
+        t_comp += epilogue
+        t_store = max(t_store, t_comp) + store_cycles
+        bus_beats += store_beats
         store_done = t_store
     return max(t_comp, t_alu, t_store, bus_beats)
 

@@ -17,7 +17,7 @@ in output channels, so in weights), so every phase loads something.
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import zip_longest
+from itertools import chain, islice
 from typing import Iterator, NamedTuple
 
 from .schedule import ConvGeom, Schedule
@@ -150,43 +150,60 @@ def positions(g: ConvGeom, s: Schedule) -> Iterator[Position]:
                 yield Position(n0, tn, oh0, th, ow0, min(s.tile_w, g.ow - ow0))
 
 
+def _tile_count(g: ConvGeom, s: Schedule, channel_tiles: int) -> int:
+    return -(-g.nb // s.tile_n) * -(-g.oh // s.tile_h) * -(-g.ow // s.tile_w) * channel_tiles
+
+
 def conv_walk(g: ConvGeom, s: Schedule) -> Iterator[TileStep]:
     """The layer's tiles in emission order, with the phases and loads of each."""
     v = s.vthreads
     plan = _channel_plan(g, s.tile_co, s.tile_ci)
-    n = -(-g.nb // s.tile_n) * -(-g.oh // s.tile_h) * -(-g.ow // s.tile_w) * len(plan)
-    # what each thread's halves hold: the input's position and blocks, the weights' output
-    # blocks and input blocks
-    held_pos, held_input, held_c0, held_weights = [None] * v, [None] * v, [None] * v, [None] * v
-    i = th = 0
+    nco = len(plan)
+    n = _tile_count(g, s, nco)
+    # Which loads a tile's first phase makes. Its thread's last tile is the one v before it in
+    # the walk: at the same position when the tile's channel index j is at least v, else at an
+    # earlier position (then the input is loaded), with channel tile (j - v) mod nco. So after
+    # each thread's first tile (which loads both), the loads depend on j alone.
+    first = [steps.get(True, True) for _, steps in plan]
+    later = []
+    for j, (ch, steps) in enumerate(plan):
+        held_ch, held = plan[(j - v) % nco]
+        load_input = j < v or held.last_input != steps.first_input
+        load_weights = held_ch.c0 != ch.c0 or held.last_weights != steps.first_weights
+        later.append(steps.get(load_input, load_weights))
+    i = 0
     for pos in positions(g, s):
-        for ch, steps in plan:
-            c0 = ch.c0
-            load_input = held_pos[th] is not pos or held_input[th] != steps.first_input
-            load_weights = held_c0[th] != c0 or held_weights[th] != steps.first_weights
-            held_pos[th], held_input[th] = pos, steps.last_input
-            held_c0[th], held_weights[th] = c0, steps.last_weights
+        for j, (ch, _) in enumerate(plan):
             # tuple.__new__: a NamedTuple built without its Python-level __new__ (this runs
             # per tile of every schedule the search costs)
-            yield _new(TileStep, (i, th, pos, ch, steps.get(load_input, load_weights),
+            yield _new(TileStep, (i, i % v, pos, ch, later[j] if i >= v else first[j],
                                   i + v < n))
             i += 1
-            th = th + 1 if th + 1 < v else 0
 
 
 def conv_rounds(g: ConvGeom, s: Schedule) -> Iterator[Round]:
     """conv_walk's tiles a round at a time: the s.vthreads consecutive tiles that run in
     lockstep (each phase: every thread's loads, then every thread's GEMMs; then, without the
     ALU stage, every thread's epilogue, then every thread's stores)."""
-    walk = iter(conv_walk(g, s))
-    for rnd in zip_longest(*[walk] * s.vthreads):      # v tiles at a time, the last padded
-        yield rnd if rnd[-1] is not None else tuple(t for t in rnd if t is not None)
+    v = s.vthreads
+    n = _tile_count(g, s, len(_channel_plan(g, s.tile_co, s.tile_ci)))
+    walk = conv_walk(g, s)
+    # the whole rounds zipped from one iterator (no Python frame per round), then the short
+    # last round, if any, from what remains
+    return chain(islice(zip(*[walk] * v), n // v), _rest(walk))
+
+
+def _rest(walk: Iterator[TileStep]) -> Iterator[Round]:
+    rnd = tuple(walk)
+    if rnd:
+        yield rnd
 
 
 def first_tile(g: ConvGeom, s: Schedule) -> tuple[Position, ChannelTile]:
     """The walk's first tile (what the tile search's lower bound reads), without the others."""
+    first_channels, _ = _channel_plan(g, s.tile_co, s.tile_ci)[0]
     return (Position(0, min(s.tile_n, g.nb), 0, min(s.tile_h, g.oh), 0, min(s.tile_w, g.ow)),
-            _channel_plan(g, s.tile_co, s.tile_ci)[0][0])
+            first_channels)
 
 
 def clear_cache() -> None:
