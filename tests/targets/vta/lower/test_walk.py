@@ -65,66 +65,65 @@ def counts_emitted(layer, cfg, s) -> dict:
     return got
 
 
-@pytest.mark.parametrize("cfg_name", ["pynq", "1x32"])
-def test_emitted_loads_and_gemms_are_the_walks(cfg_name):
-    cfg = preset(cfg_name)
-    rng = np.random.default_rng(29)
-    checked = 0
-    for _ in range(6):
+def random_cases(cfg, seed: int, layers: int, per_thread_count: int):
+    """(layer, geometry, schedule): random convolutions, each with random fitting schedules
+    of one and of two threads."""
+    rng = np.random.default_rng(seed)
+    for _ in range(layers):
         layer = random_conv(rng, cfg)
         g = conv_geom(layer, cfg)
         for v in (1, 2):
             cands = candidates(layer, cfg, v)
-            for j in rng.choice(len(cands), min(3, len(cands)), replace=False):
-                s = cands[j]
-                got = counts_emitted(layer, cfg, s)
-                want = counts_by_walk(g, s)
-                assert {k: got[k] for k in want} == want, (layer, s)
-                tiles = list(conv_walk(g, s))
-                assert got["store"] >= len(tiles), (layer, s)     # at least one per tile
-                checked += 1
+            for j in rng.choice(len(cands), min(per_thread_count, len(cands)), replace=False):
+                yield layer, g, cands[j]
+
+
+@pytest.mark.parametrize("cfg_name", ["pynq", "1x32"])
+def test_emitted_loads_and_gemms_are_the_walks(cfg_name):
+    cfg = preset(cfg_name)
+    checked = 0
+    for layer, g, s in random_cases(cfg, 29, 6, 3):
+        got = counts_emitted(layer, cfg, s)
+        want = counts_by_walk(g, s)
+        assert {k: got[k] for k in want} == want, (layer, s)
+        tiles = list(conv_walk(g, s))
+        assert got["store"] >= len(tiles), (layer, s)     # at least one per tile
+        checked += 1
     assert checked >= 12
 
 
 def test_walk_covers_the_layer_once_and_alternates_threads():
-    cfg = preset("pynq")
-    rng = np.random.default_rng(3)
-    for _ in range(8):
-        layer = random_conv(rng, cfg)
-        g = conv_geom(layer, cfg)
-        for v in (1, 2):
-            cands = candidates(layer, cfg, v)
-            for j in rng.choice(len(cands), min(12, len(cands)), replace=False):
-                s = cands[j]
-                tiles = list(conv_walk(g, s))
-                covered = np.zeros((g.nb, g.cob, g.oh, g.ow), dtype=int)
-                for t in tiles:
-                    p, c = t.pos, t.cout
-                    covered[p.n0:p.n0 + p.tn, c.c0:c.c0 + c.tco, p.oh0:p.oh0 + p.th,
-                            p.ow0:p.ow0 + p.tw] += 1
-                    assert t.thread == t.index % v
-                    assert t.more == (t.index + v < len(tiles))
-                    # the phases reduce the whole of the tile's groups, once
-                    assert sum(st.phase.tci for st in t.steps) == g.cig
-                    assert [st.index for st in t.steps] == list(range(len(t.steps)))
-                    assert [st.last for st in t.steps] == [False] * (len(t.steps) - 1) + [True]
-                    # two tiles never share both input and weights: every phase loads
-                    assert all(st.load_input or st.load_weights for st in t.steps)
-                # the loads are those of a thread keeping what it loaded last
-                held_in, held_w = [None] * v, [None] * v
-                for t in tiles:
-                    for st in t.steps:
-                        ph = st.phase
-                        want_in = (tuple(t.pos), ph.ci0, ph.nci)
-                        want_w = (t.cout.c0, t.cout.tco, ph.p0, ph.tci)
-                        assert st.load_input == (held_in[t.thread] != want_in), (layer, s, t)
-                        assert st.load_weights == (held_w[t.thread] != want_w), (layer, s, t)
-                        held_in[t.thread], held_w[t.thread] = want_in, want_w
-                assert (covered == 1).all(), (layer, s)
-                assert [t.index for t in tiles] == list(range(len(tiles)))
-                rounds = list(conv_rounds(g, s))
-                assert [t for r in rounds for t in r] == tiles
-                assert all(len(r) == v for r in rounds[:-1]) and 0 < len(rounds[-1]) <= v
+    for layer, g, s in random_cases(preset("pynq"), 3, 8, 12):
+        v = s.vthreads
+        tiles = list(conv_walk(g, s))
+        covered = np.zeros((g.nb, g.cob, g.oh, g.ow), dtype=int)
+        for t in tiles:
+            p, c = t.pos, t.cout
+            covered[p.n0:p.n0 + p.tn, c.c0:c.c0 + c.tco, p.oh0:p.oh0 + p.th,
+                    p.ow0:p.ow0 + p.tw] += 1
+            assert t.thread == t.index % v
+            assert t.more == (t.index + v < len(tiles))
+            # the phases reduce the whole of the tile's groups, once
+            assert sum(st.phase.tci for st in t.steps) == g.cig
+            assert [st.index for st in t.steps] == list(range(len(t.steps)))
+            assert [st.last for st in t.steps] == [False] * (len(t.steps) - 1) + [True]
+            # two tiles never share both input and weights: every phase loads
+            assert all(st.load_input or st.load_weights for st in t.steps)
+        # the loads are those of a thread keeping what it loaded last
+        held_in, held_w = [None] * v, [None] * v
+        for t in tiles:
+            for st in t.steps:
+                ph = st.phase
+                want_in = (tuple(t.pos), ph.ci0, ph.nci)
+                want_w = (t.cout.c0, t.cout.tco, ph.p0, ph.tci)
+                assert st.load_input == (held_in[t.thread] != want_in), (layer, s, t)
+                assert st.load_weights == (held_w[t.thread] != want_w), (layer, s, t)
+                held_in[t.thread], held_w[t.thread] = want_in, want_w
+        assert (covered == 1).all(), (layer, s)
+        assert [t.index for t in tiles] == list(range(len(tiles)))
+        rounds = list(conv_rounds(g, s))
+        assert [t for r in rounds for t in r] == tiles
+        assert all(len(r) == v for r in rounds[:-1]) and 0 < len(rounds[-1]) <= v
 
 
 def test_a_thread_reloads_only_what_it_does_not_hold():
