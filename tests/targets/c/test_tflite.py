@@ -242,3 +242,27 @@ def test_what_has_no_routine_stays_on_the_cpu_with_its_reason():
         assert "rows of 600 > 511 elements" in reasons["wide_softmax"]
     finally:
         module.close()
+
+
+def test_a_call_whose_arguments_disagree_with_its_tensors_is_refused():
+    """check_tflite (run before the C is printed): a slice reading past its input, a
+    requantisation over more elements than its tensors hold."""
+    from dataclasses import replace
+    from retarget.errors import GraphError
+    from retarget.targets.c.routines_tflite import check_tflite
+    graph, _ = _routine_graph(0)
+    module = retarget.compile(graph, "c", config={"cc": "sh -c 'touch libmodel.so' sh"})
+    try:
+        calls = {c.routine.name: c for k in module.kernels.values() for c in k.program.calls
+                 if c.routine is not None}
+    finally:
+        module.close()
+    for name in ("rt_slice_s8", "rt_requantize_q31"):
+        check_tflite(calls[name])
+    sl = calls["rt_slice_s8"]
+    with pytest.raises(GraphError, match="view reads elements"):
+        check_tflite(replace(sl, routine=replace(sl.routine, ints=(10**6,) + sl.routine.ints[1:])))
+    rq = calls["rt_requantize_q31"]
+    bigger = (rq.routine.ints[0] + 1,) + rq.routine.ints[1:]
+    with pytest.raises(GraphError, match=r"expected int32\["):
+        check_tflite(replace(rq, routine=replace(rq.routine, ints=bigger)))

@@ -340,23 +340,25 @@ def check_tflite(call: Call) -> None:
         if not all(np.isfinite(f) and f > 0 for f in r.floats):
             raise ValueError(f"float arguments {list(r.floats)} must be finite and positive")
         for want in _sizes_of(r):
-            pos, dtype, count = want[:3]
-            o = r.operands[pos]
-            if o < 0:
-                continue
-            t = params[o]
-            if count is None:                      # a strided view: its span must fit
-                lo, hi = want[3]
-                if t.dtype != dtype or lo < 0 or hi >= t.size:
-                    raise ValueError(f"operand {pos} is {t.name!r} {t.dtype}[{t.size}]; the "
-                                     f"view reads elements {lo}..{hi}")
-                continue
-            if t.dtype != dtype or t.size != count:
-                raise ValueError(f"operand {pos} is {t.name!r} {t.dtype}[{t.size}], expected "
-                                 f"{dtype}[{count}]")
+            o = r.operands[want[0]]
+            problem = None if o < 0 else _operand_problem(params[o], *want[1:])
+            if problem:
+                t = params[o]
+                raise ValueError(f"operand {want[0]} is {t.name!r} {t.dtype}[{t.size}], "
+                                 f"{problem}")
     except (KeyError, ValueError, IndexError) as e:
         raise GraphError(f"call {call.function}: routine {r.name} {list(r.ints)}: "
                          f"{e}") from None
+
+
+def _operand_problem(t: Tensor, dtype: str, count: int | None,
+                     span: tuple[int, int] = (0, 0)) -> str | None:
+    """Why tensor `t` cannot be an operand of `count` elements of `dtype` (count None: a
+    strided view reading the elements span[0]..span[1])."""
+    if count is None:
+        fits = t.dtype == dtype and span[0] >= 0 and span[1] < t.size
+        return None if fits else f"the {dtype} view reads elements {span[0]}..{span[1]}"
+    return None if t.dtype == dtype and t.size == count else f"expected {dtype}[{count}]"
 
 
 def tflite_call(call: Call, pointers: Sequence[str]) -> str:
