@@ -162,6 +162,14 @@ def _routine_graph(seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
     node("QAddQ31", [a8, a8], a_zero_point=za, a_multiplier=int(_q31(rng)), a_shift=0,
          b_zero_point=za, b_multiplier=int(_q31(rng)), b_shift=-1, multiplier=int(_q31(rng)),
          shift=-19, zero_point=zy)
+    # broadcasting: a per-channel operand (NCHW [1, C, 1, 1]) and a row ([W], right-aligned)
+    pc = inp("pc", (1, c, 1, 1), "int8", rng.integers(-128, 128, (1, c, 1, 1)).astype(np.int8))
+    row = inp("row", (w,), "int8", rng.integers(-128, 128, (w,)).astype(np.int8))
+    node("QAddQ31", [a8, pc], a_zero_point=za, a_multiplier=int(_q31(rng)), a_shift=-1,
+         b_zero_point=zb, b_multiplier=int(_q31(rng)), b_shift=0, multiplier=int(_q31(rng)),
+         shift=-20, zero_point=zy)
+    node("QMulQ31", [row, a8], a_zero_point=zb, b_zero_point=za, multiplier=int(_q31(rng)),
+         shift=-9, zero_point=zy // 2)
     node("QMulQ31", [a8, b8], a_zero_point=za, b_zero_point=zb, multiplier=int(_q31(rng)),
          shift=-int(rng.integers(8, 11)), zero_point=zy // 2, lo=-128,
          hi=int(rng.integers(100, 128)))
@@ -201,7 +209,7 @@ def _routine_graph(seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
     node("Slice", [a8, *(constant(nm, np.array(v, np.int64)) for nm, v in (
         ("starts", [-1, 1, 0]), ("ends", [-100, 100, 100]), ("axes", [2, 1, 3]),
         ("steps", [-2, 2, 3])))])
-    return infer_shapes(Graph(nodes, [a8, b8, t8, acc, s8, fv], outs,
+    return infer_shapes(Graph(nodes, [a8, b8, t8, pc, row, acc, s8, fv], outs,
                               name=f"tflite_routines_{seed}")), feeds
 
 
@@ -225,21 +233,18 @@ def test_each_routine_equals_its_numpy_op(seed, build):
 
 
 def test_what_has_no_routine_stays_on_the_cpu_with_its_reason():
-    x = Value("x", TensorType((1, 3, 4, 4), "int8"))
-    y = Value("y", TensorType((1, 3, 1, 1), "int8"))
     s = Value("s", TensorType((2, 600), "int8"))
-    outs = [Value("sum"), Value("soft")]
-    nodes = [Node("QAddQ31", "add_bcast", [x, y], [outs[0]], dict(
-                 a_multiplier=1 << 30, a_shift=0, b_multiplier=1 << 30, b_shift=0,
-                 multiplier=1 << 30, shift=-18)),
-             Node("SoftmaxInt8", "wide_softmax", [s], [outs[1]], softmax_params(1.0, 0.1))]
-    graph = infer_shapes(Graph(nodes, [x, y, s], outs))
+    x = Value("x", TensorType((1, 1, 1, 1, 1, 1, 2), "int8"))
+    outs = [Value("soft"), Value("sum")]
+    nodes = [Node("SoftmaxInt8", "wide_softmax", [s], [outs[0]], softmax_params(1.0, 0.1)),
+             Node("QMulQ31", "rank7_mul", [x, x], [outs[1]], dict(multiplier=1 << 30,
+                                                                   shift=-2))]
+    graph = infer_shapes(Graph(nodes, [s, x], outs))
     module = retarget.compile(graph, "c", config={"openmp": False})
     try:
         reasons = {name: why for name, _, why in _off_c(module)}
-        assert "only same-shaped int8 operands" in reasons["add_bcast"]
-        assert "broadcasting has no routine" in reasons["add_bcast"]
         assert "rows of 600 > 511 elements" in reasons["wide_softmax"]
+        assert "only rank <= 6" in reasons["rank7_mul"]
     finally:
         module.close()
 

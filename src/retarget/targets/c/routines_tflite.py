@@ -12,8 +12,7 @@ per node:
 
     RequantizeQ31   rt_requantize_q31    clamp(MultiplyByQuantizedMultiplier(x, m, shift) + z),
                                          per tensor or per channel, double or single rounding
-    QAddQ31         rt_qadd_q31          TFLite's int8 ADD (same-shaped operands)
-    QMulQ31         rt_qmul_q31          TFLite's int8 MUL (same-shaped operands)
+    QAddQ31, QMulQ31  rt_qbinary_q31     TFLite's int8 ADD / MUL, broadcasting (rank <= 6)
     AveragePoolInt  rt_avgpool_s8        in-bounds sum / count, rounded half away, clamped
     MeanInt8        rt_mean_s8           MEAN over H, W of an NHWC map
     SoftmaxInt8     rt_softmax_s8        gemmlowp's fixed-point exp and reciprocal, rows <= 511
@@ -89,9 +88,10 @@ def tflite_support(node: Node) -> str | None:
             return "only constant per-channel multipliers and shifts"
         return None
     if op in ("QAddQ31", "QMulQ31"):
-        if not ins[0].type.shape == ins[1].type.shape == y.type.shape or a["dtype"] != "int8":
-            return (f"only same-shaped int8 operands (got {list(ins[0].type.shape)} and "
-                    f"{list(ins[1].type.shape)}; broadcasting has no routine)")
+        if _dtype(ins[0]) != "int8" or _dtype(ins[1]) != "int8" or a["dtype"] != "int8":
+            return "only int8 operands and result"
+        if len(y.type.shape) > MAX_RANK:
+            return f"only rank <= {MAX_RANK}"
         if op == "QAddQ31":
             return _shift_problem("shifts", [a["a_shift"], a["b_shift"], a["shift"]], -31, 0)
         return None
@@ -177,17 +177,30 @@ def _requantize_call(node: Node) -> Fused:
                  (0, pos[0], pos[1], len(inputs)), relayouts)
 
 
+def _broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides reading a tensor of `shape` broadcast to `out` (NumPy's rules: shapes
+    aligned on the right, 0 along an axis of extent 1 that `out` repeats), padded to
+    MAX_RANK."""
+    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+    strides = [0 if d == 1 and o != 1 else _numel(shape[k + 1:])
+               for k, (d, o) in enumerate(zip(shape, out))]
+    return _padded6(strides, 0)
+
+
 def _binary_call(node: Node) -> Fused:
     a = resolve_attrs(node)
     x, b, y = node.inputs[0], node.inputs[1], node.outputs[0]
     inputs = [_t(x)] + ([] if b is x else [_t(b)])
-    if node.op == "QAddQ31":
-        ints = (y.type.numel, a["a_zero_point"], a["a_multiplier"], a["a_shift"],
-                a["b_zero_point"], a["b_multiplier"], a["b_shift"], a["multiplier"], a["shift"])
-    else:
-        ints = (y.type.numel, a["a_zero_point"], a["b_zero_point"], a["multiplier"], a["shift"])
-    return _call((node,), inputs, _t(y), f"rt_{node.op[:4].lower()}_q31",
-                 ints + (a["zero_point"], a["lo"], a["hi"]), (0, len(inputs) - 1, len(inputs)))
+    out = tuple(y.type.shape)
+    is_add = node.op == "QAddQ31"
+    scales = ((a["a_multiplier"], a["a_shift"], a["b_multiplier"], a["b_shift"]) if is_add
+              else (0, 0, 0, 0))
+    ints = (int(not is_add),) + _padded6(out, 1) + _broadcast_strides(x.type.shape, out) + \
+        _broadcast_strides(b.type.shape, out) + \
+        (a["a_zero_point"], scales[0], scales[1], a["b_zero_point"], scales[2], scales[3],
+         a["multiplier"], a["shift"], a["zero_point"], a["lo"], a["hi"])
+    return _call((node,), inputs, _t(y), "rt_qbinary_q31", ints,
+                 (0, len(inputs) - 1, len(inputs)))
 
 
 def _pad_call(node: Node) -> Fused:
@@ -275,8 +288,10 @@ def _sizes_of(r) -> list[tuple[int, str, int]]:
         outer, c, inner = i[:3]
         return [(0, "int32", outer * c * inner), (1, "int32", c), (2, "int32", c),
                 (3, "int8", outer * c * inner)]
-    if r.name in ("rt_qadd_q31", "rt_qmul_q31"):
-        return [(0, "int8", i[0]), (1, "int8", i[0]), (2, "int8", i[0])]
+    if r.name == "rt_qbinary_q31":
+        o, ta, tb = i[1:7], i[7:13], i[13:19]
+        return [(0, "int8", None, _view_span(0, o, ta)),
+                (1, "int8", None, _view_span(0, o, tb)), (2, "int8", _numel(o))]
     if r.name == "rt_avgpool_s8":
         nc, h, w, *_, oh, ow, _lo, _hi = i
         return [(0, "int8", nc * h * w), (1, "int8", nc * oh * ow)]
@@ -304,11 +319,11 @@ def _sizes_of(r) -> list[tuple[int, str, int]]:
         return [(0, "int8", _numel(d)), (1, "int8", _numel(o))]
     if r.name == "rt_slice_s8":
         base, o, t = i[0], i[1:7], i[7:13]
-        return [(0, "int8", None, _slice_span(base, o, t)), (1, "int8", _numel(o))]
+        return [(0, "int8", None, _view_span(base, o, t)), (1, "int8", _numel(o))]
     raise ValueError(f"unknown routine {r.name!r}")
 
 
-def _slice_span(base: int, dims, strides) -> tuple[int, int]:
+def _view_span(base: int, dims, strides) -> tuple[int, int]:
     """The lowest and highest element offsets a strided view reads."""
     lo = base + sum((d - 1) * t for d, t in zip(dims, strides) if t < 0)
     hi = base + sum((d - 1) * t for d, t in zip(dims, strides) if t > 0)
@@ -317,7 +332,7 @@ def _slice_span(base: int, dims, strides) -> tuple[int, int]:
 
 # routine name -> (pointer operands, integer arguments, float arguments)
 TFLITE_ROUTINES: dict[str, tuple[int, int, int]] = {
-    "rt_requantize_q31": (4, 9, 0), "rt_qadd_q31": (3, 12, 0), "rt_qmul_q31": (3, 8, 0),
+    "rt_requantize_q31": (4, 9, 0), "rt_qbinary_q31": (3, 30, 0),
     "rt_avgpool_s8": (2, 13, 0), "rt_mean_s8": (2, 7, 0), "rt_softmax_s8": (2, 5, 0),
     "rt_lookup_s8": (3, 1, 0), "rt_hard_swish_s8": (2, 7, 0),
     "rt_quantize_affine_s8": (2, 2, 1), "rt_widen_s8": (2, 1, 0), "rt_sub_s32": (2, 2, 0),

@@ -73,29 +73,64 @@ static void rt_requantize_q31(const int32_t *restrict x, const int32_t *restrict
         }
 }
 
-/* TFLite's int8 ADD of two same-shaped tensors: each operand offset, scaled up by 2^20,
-   rescaled (shifts <= 0: a rounding division) to a common scale, summed, rescaled to the
-   output, offset, clamped. */
-static void rt_qadd_q31(const int8_t *restrict a, const int8_t *restrict b, int8_t *restrict y,
-                        ptrdiff_t n, int za, int32_t ma, int sa, int zb, int32_t mb, int sb,
-                        int32_t m, int s, int zp, int lo, int hi)
+/* The parameters of TFLite's int8 ADD and MUL (MUL uses only the zero points, m and s). */
+typedef struct {
+    int za, zb, zp, lo, hi, sa, sb, s;
+    int32_t ma, mb, m;
+} rt_tfl_binary;
+
+/* TFLite's int8 ADD along a row (operand strides 0 where broadcast): each operand offset,
+   scaled up by 2^20, rescaled (shifts <= 0: a rounding division) to a common scale, summed,
+   rescaled to the output, offset, clamped. */
+static void rt_tfl_add_row(const int8_t *a, ptrdiff_t as, const int8_t *b, ptrdiff_t bs,
+                           int8_t *restrict y, ptrdiff_t n, const rt_tfl_binary *p)
 {
     ptrdiff_t i;
     for (i = 0; i < n; i++) {
-        int64_t va = rt_tfl_rdbpot(rt_tfl_srdhm(((int64_t)a[i] - za) * (1 << 20), ma), -sa);
-        int64_t vb = rt_tfl_rdbpot(rt_tfl_srdhm(((int64_t)b[i] - zb) * (1 << 20), mb), -sb);
-        y[i] = rt_tfl_clamp((int64_t)rt_tfl_rdbpot(rt_tfl_srdhm(va + vb, m), -s) + zp, lo, hi);
+        int64_t va = rt_tfl_rdbpot(rt_tfl_srdhm(((int64_t)a[i * as] - p->za) * (1 << 20), p->ma),
+                                   -p->sa);
+        int64_t vb = rt_tfl_rdbpot(rt_tfl_srdhm(((int64_t)b[i * bs] - p->zb) * (1 << 20), p->mb),
+                                   -p->sb);
+        y[i] = rt_tfl_clamp((int64_t)rt_tfl_rdbpot(rt_tfl_srdhm(va + vb, p->m), -p->s) + p->zp,
+                            p->lo, p->hi);
     }
 }
 
-/* TFLite's int8 MUL of two same-shaped tensors: clamp(mbqm((a - za) (b - zb)) + zp). */
-static void rt_qmul_q31(const int8_t *restrict a, const int8_t *restrict b, int8_t *restrict y,
-                        ptrdiff_t n, int za, int zb, int32_t m, int s, int zp, int lo, int hi)
+/* TFLite's int8 MUL along a row: clamp(mbqm((a - za) (b - zb), m, s) + zp). */
+static void rt_tfl_mul_row(const int8_t *a, ptrdiff_t as, const int8_t *b, ptrdiff_t bs,
+                           int8_t *restrict y, ptrdiff_t n, const rt_tfl_binary *p)
 {
     ptrdiff_t i;
     for (i = 0; i < n; i++)
-        y[i] = rt_tfl_clamp(rt_tfl_mbqm(((int64_t)a[i] - za) * ((int64_t)b[i] - zb), m, s, 0)
-                            + zp, lo, hi);
+        y[i] = rt_tfl_clamp(rt_tfl_mbqm(((int64_t)a[i * as] - p->za) * ((int64_t)b[i * bs] - p->zb),
+                                        p->m, p->s, 0) + p->zp, p->lo, p->hi);
+}
+
+/* QAddQ31 (is_mul = 0) or QMulQ31 (is_mul = 1) with NumPy broadcasting: output dims o0..o5
+   (padded in front with ones), each operand read at element strides a0..a5 / b0..b5 (0 along
+   the axes it is broadcast over); the last axis is a row. */
+static void rt_qbinary_q31(const int8_t *a, const int8_t *b, int8_t *restrict y, int is_mul,
+                           int o0, int o1, int o2, int o3, int o4, int o5, ptrdiff_t a0,
+                           ptrdiff_t a1, ptrdiff_t a2, ptrdiff_t a3, ptrdiff_t a4, ptrdiff_t a5,
+                           ptrdiff_t b0, ptrdiff_t b1, ptrdiff_t b2, ptrdiff_t b3, ptrdiff_t b4,
+                           ptrdiff_t b5, int za, int32_t ma, int sa, int zb, int32_t mb, int sb,
+                           int32_t m, int s, int zp, int lo, int hi)
+{
+    const rt_tfl_binary p = {za, zb, zp, lo, hi, sa, sb, s, ma, mb, m};
+    ptrdiff_t i, j, k, l, q;
+    for (i = 0; i < o0; i++)
+        for (j = 0; j < o1; j++)
+            for (k = 0; k < o2; k++)
+                for (l = 0; l < o3; l++)
+                    for (q = 0; q < o4; q++) {
+                        const int8_t *ar = a + i * a0 + j * a1 + k * a2 + l * a3 + q * a4;
+                        const int8_t *br = b + i * b0 + j * b1 + k * b2 + l * b3 + q * b4;
+                        if (is_mul)
+                            rt_tfl_mul_row(ar, a5, br, b5, y, o5, &p);
+                        else
+                            rt_tfl_add_row(ar, a5, br, b5, y, o5, &p);
+                        y += o5;
+                    }
 }
 
 /* TFLite's int8 AVERAGE_POOL_2D of an [NC][H][W] map: each window's in-bounds sum divided by
