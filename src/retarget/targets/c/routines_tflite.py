@@ -38,7 +38,7 @@ from ...ir.graph import Node, Value
 from ...ir.types import TensorType
 from ...loopnest.ir import Tensor
 from ...ops.registry import resolve_attrs
-from ...ops.tensor import _slices
+from ...ops.tensor import _slices        # the Slice op's own index rules (ONNX clamping)
 from ..aot.lower import Fused
 from ..aot.program import Call
 from ..base import Region
@@ -46,7 +46,7 @@ from .packing import AsInt32
 from .routines_int8 import _call, _const_int, _dtype, _pool_geometry, _t
 
 TFLITE_FILES = ("int8_tflite.c",)
-MAX_RANK = 6              # rt_pad_value_s8 / rt_slice_s8's loop nests
+MAX_RANK = 6              # rt_pad_value_s8, rt_slice_s8, rt_qbinary_q31: their loop nests
 MAX_SOFTMAX_ROW = 511     # rt_softmax_s8: its row buffer, and RoundingDivideByPOT's exponent
                           # 35 - clz(sum of exps) <= 31 needs the sum (<= D * 2**19) < 2**28
 TFLITE_OPS = frozenset({"RequantizeQ31", "QAddQ31", "QMulQ31", "AveragePoolInt", "MeanInt8",
@@ -62,6 +62,8 @@ def is_tflite_node(node: Node) -> bool:
     whether they run it)."""
     if node.op in TFLITE_OPS:
         return True
+    if not node.inputs or not node.outputs:
+        return False
     x, y = node.inputs[0], node.outputs[0]
     if node.op in ("Pad", "Slice"):
         return _dtype(x) == "int8"
