@@ -7,7 +7,8 @@
 
 float32, and the int8 ops of a quantised graph (routines_int8.py, bit-exact with the
 integer reference) or of an imported int8 TFLite model (routines_tflite.py, after
-zero_points.py has folded the convolutions' input zero points into their biases). Convolutions and dense layers run on hand-written routines (routines.py);
+zero_points.py has folded the convolutions' input zero points into their biases).
+Convolutions and dense layers run on hand-written routines (routines.py);
 every other op the loop-nest lowering (`retarget.loopnest.ops`) supports runs as a printed
 loop nest; any other op stays on the CPU reference, with the reason in the placement report. Each offloaded region becomes one C project (lower.py,
 emit.py), built at compile time with the system compiler into a shared library (kernel.py,

@@ -239,8 +239,8 @@ static void rt_softmax_s8(const int8_t *restrict x, int8_t *restrict y, ptrdiff_
         for (j = 0; j < D; j++) {
             int diff = xr[j] - max;
             int live = diff >= diff_min;
-            exps[j] = rt_tfl_exp_negative(rt_tfl_srdhm((int64_t)(live ? diff : 0) * ((int64_t)1 << left),
-                                                       m));
+            int64_t shifted = (int64_t)(live ? diff : 0) * ((int64_t)1 << left);
+            exps[j] = rt_tfl_exp_negative(rt_tfl_srdhm(shifted, m));
             if (live) total += rt_tfl_rdbpot(exps[j], 12);
         }
         for (headroom = 0; headroom < 32 && !(total & ((int64_t)1 << (31 - headroom)));
