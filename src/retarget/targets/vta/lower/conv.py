@@ -19,7 +19,9 @@ Virtual threads: tiles alternate between thread halves of INP/WGT/ACC and are em
 lockstep (all threads' loads of a phase, then their GEMMs, then the epilogues and stores), with
 RAW tokens (load->compute, compute->store) and WAR tokens (a thread's next load waits for its
 previous GEMM, its next accumulator reset for its previous store). A tile whose input (or
-weights) is already resident in the thread's half is not loaded again.
+weights) is already resident in the thread's half is not loaded again. The order of tiles and
+phases, the threads and which loads each phase makes come from walk.conv_walk, which the cost
+model (tuning.conv_cycles) walks too.
 
 With the config's `alu_stage`, the epilogue runs on the ALU module: each tile's last GEMM
 pushes g2a, its requantisation pops it and pushes a2s, its store pops that and (when the
@@ -39,8 +41,8 @@ from ..layout import pack_oihw
 from .alu import Region, emit_steps, requant_steps, requant_vectors
 from .context import LayerReport, LoweringContext
 from .layers import Conv2d, Dense, reason
-from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule,
-                       conv_consts, conv_geom, resident_consts)
+from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, conv_consts,
+                       conv_geom, resident_consts)
 from .tensor import PackedTensor
 from .walk import Phase, TileStep, conv_rounds
 

@@ -35,8 +35,8 @@ from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, Resi
 from .schedule import (Schedule, _axis_real, candidates, conv_consts, conv_geom, dram_cost,
                        estimate, resident_consts)
 from .tensor import ceil_div
-from . import walk
-from .walk import ChannelTile, Position, TileStep, conv_rounds, conv_walk, first_tile
+from .walk import (ChannelTile, Position, TileStep, clear_cache as clear_walk_cache,
+                   conv_rounds, conv_walk, first_tile)
 from .conv import _window, lower_conv2d_for_timing
 from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
 
@@ -59,7 +59,7 @@ def clear_cache() -> None:
     _CACHE.clear()
     _CYCLES.clear()
     _axis_real.cache_clear()
-    walk.clear_cache()
+    clear_walk_cache()
 
 
 def searched_layers() -> list[tuple[Layer, VTAConfig, int | None]]:

@@ -12,7 +12,9 @@ Which loads a phase makes: each thread's INP and WGT halves keep what it loaded 
 phase that needs exactly that is not loaded again. A phase after a tile's first always loads
 both (its own block of input channels and of weights). A tile's first phase loads what differs
 from its thread's previous tile; two tiles never agree on both (tiles at one position differ
-in output channels, so in weights), so every phase loads something.
+in output channels, so in weights), so every phase loads something. The records are cheap to
+make: channel tiles and their phase steps are built once per (geometry, tile_co, tile_ci) and
+shared, positions once per walk; the tile search walks thousands of schedules.
 """
 from __future__ import annotations
 
@@ -73,11 +75,6 @@ class TileStep(NamedTuple):
 
 _new = tuple.__new__
 Round = tuple[TileStep, ...]      # tiles run in lockstep, one per thread (the last may be short)
-
-
-def channel_tiles(g: ConvGeom, tile_co: int, tile_ci: int) -> tuple[ChannelTile, ...]:
-    """The layer's output-channel tiles in emission order."""
-    return tuple(tile for tile, _ in _channel_plan(g, tile_co, tile_ci))
 
 
 class _StepSets:
@@ -150,8 +147,9 @@ def positions(g: ConvGeom, s: Schedule) -> Iterator[Position]:
                 yield Position(n0, tn, oh0, th, ow0, min(s.tile_w, g.ow - ow0))
 
 
-def _tile_count(g: ConvGeom, s: Schedule, channel_tiles: int) -> int:
-    return -(-g.nb // s.tile_n) * -(-g.oh // s.tile_h) * -(-g.ow // s.tile_w) * channel_tiles
+def _tile_count(g: ConvGeom, s: Schedule, nco: int) -> int:
+    """Tiles of the walk: positions times `nco` channel tiles."""
+    return -(-g.nb // s.tile_n) * -(-g.oh // s.tile_h) * -(-g.ow // s.tile_w) * nco
 
 
 def conv_walk(g: ConvGeom, s: Schedule) -> Iterator[TileStep]:
@@ -213,4 +211,4 @@ def clear_cache() -> None:
 
 
 __all__ = ["ChannelTile", "Phase", "PhaseStep", "Position", "Round", "TileStep",
-           "channel_tiles", "clear_cache", "conv_rounds", "conv_walk", "first_tile", "positions"]
+           "clear_cache", "conv_rounds", "conv_walk", "first_tile", "positions"]
