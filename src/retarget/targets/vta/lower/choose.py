@@ -49,7 +49,7 @@ def choose_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
 def _with_chosen_schedule(lower):
     """`lower` (which takes schedule=) with schedule, vthreads and cost optional: no schedule
     given, choose_schedule(layer, cfg, vthreads, cost) picks it."""
-    @wraps(lower)
+    @wraps(lower, assigned=("__module__", "__name__", "__qualname__"))
     def lower_layer(ctx, layer, *args, schedule: Schedule | None = None,
                     vthreads: int | None = None, cost: CostFn | None = None, **kwargs):
         if schedule is None:
@@ -57,7 +57,7 @@ def _with_chosen_schedule(lower):
         return lower(ctx, layer, *args, schedule=schedule, **kwargs)
     lower_layer.__doc__ = (f"{lower.__doc__}\n\n    schedule: optional here; none given, "
                            "choose_schedule(layer, cfg, vthreads, cost) picks it.")
-    del lower_layer.__wrapped__       # its signature is its own (schedule optional)
+    del lower_layer.__wrapped__       # its signature is its own (the schedule optional)
     return lower_layer
 
 
