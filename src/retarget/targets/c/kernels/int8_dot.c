@@ -1,6 +1,7 @@
 /* rt_conv_s8_dot: an int8 convolution of group 1 (a dense layer: H = W = R = S = 1) as
    dot products of 4 input channels at a time, the AVX-512 VNNI instruction vpdpbusd (16 lanes
-   of int32 += 4 u8 x s8 products each) where the compiler targets it, plain C elsewhere:
+   of int32 += 4 u8 x s8 products each) where the compiler targets it, the same sums from
+   vpmaddwd on AVX-512 BW without VNNI, plain C elsewhere:
 
    1. the input [N][C][H][W], zero-padded to Hp x Wp (at row pt, column pl) on the way, is
       rewritten into the scratch xs[N][ceil(C/4)][Hp][Wp][4] of unsigned bytes x + 128
@@ -23,6 +24,29 @@ typedef __m512i rt_dot16w;       /* 64 bytes */
 #define RT_DOT_ZERO() _mm512_setzero_si512()
 #define RT_DOT_LOAD(p) _mm512_loadu_si512((const void *)(p))
 #define RT_DOT_STEP(acc, x4, w) _mm512_dpbusd_epi32((acc), _mm512_set1_epi32(x4), (w))
+#define RT_FLAT_STEP(acc, xv, w4) _mm512_dpbusd_epi32((acc), (xv), _mm512_set1_epi32(w4))
+#define RT_DOT_STORE(p, acc) _mm512_storeu_si512((void *)(p), (acc))
+#elif defined(__AVX512BW__) && RT_VECTOR_EXTENSIONS
+/* vpdpbusd from AVX-512 BW: the u8 bytes zero- and the s8 bytes sign-extended to int16, even
+   and odd bytes apart, then vpmaddwd, whose int16 x int16 pair sums go to int32 exactly (not
+   vpmaddubsw, whose u8 x s8 pair sums saturate at int16: 255 * 127 * 2 does not fit). */
+#include <immintrin.h>
+#define RT_VNNI 0
+typedef __m512i rt_dot16;
+typedef __m512i rt_dot16w;
+static inline __m512i rt_dpbusd(__m512i acc, __m512i u8, __m512i s8)
+{
+    __m512i u_even = _mm512_and_si512(u8, _mm512_set1_epi16(0x00ff));
+    __m512i u_odd = _mm512_srli_epi16(u8, 8);
+    __m512i s_even = _mm512_srai_epi16(_mm512_slli_epi16(s8, 8), 8);
+    __m512i s_odd = _mm512_srai_epi16(s8, 8);
+    return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(u_even, s_even),
+                                                  _mm512_madd_epi16(u_odd, s_odd)));
+}
+#define RT_DOT_ZERO() _mm512_setzero_si512()
+#define RT_DOT_LOAD(p) _mm512_loadu_si512((const void *)(p))
+#define RT_DOT_STEP(acc, x4, w) rt_dpbusd((acc), _mm512_set1_epi32(x4), (w))
+#define RT_FLAT_STEP(acc, xv, w4) rt_dpbusd((acc), (xv), _mm512_set1_epi32(w4))
 #define RT_DOT_STORE(p, acc) _mm512_storeu_si512((void *)(p), (acc))
 #else
 #define RT_VNNI 0
@@ -41,7 +65,18 @@ static inline rt_dot16 rt_dot_step(rt_dot16 acc, int32_t x4, rt_dot16w w)
 }
 #define RT_DOT_ZERO() rt_dot_zero()
 #define RT_DOT_LOAD(p) rt_dot_load((const int8_t *)(p))
+static inline rt_dot16 rt_flat_step(rt_dot16 acc, rt_dot16w xv, int32_t w4)
+{
+    signed char wb[4];
+    int l, i;
+    memcpy(wb, &w4, 4);
+    for (l = 0; l < 16; l++)
+        for (i = 0; i < 4; i++)
+            acc.v[l] += (int32_t)(unsigned char)xv.b[4 * l + i] * (int32_t)wb[i];
+    return acc;
+}
 #define RT_DOT_STEP(acc, x4, w) rt_dot_step((acc), (x4), (w))
+#define RT_FLAT_STEP(acc, xv, w4) rt_flat_step((acc), (xv), (w4))
 #define RT_DOT_STORE(p, acc) memcpy((p), (acc).v, sizeof (acc).v)
 #endif
 
@@ -248,22 +283,6 @@ static void rt_conv_s8_dot(const int8_t *restrict x, const int8_t *restrict wq,
 #define RT_FTAIL 16
 #ifndef RT_FLAT_L2
 #define RT_FLAT_L2 (128 * 1024)
-#endif
-
-#if RT_VNNI
-#define RT_FLAT_STEP(acc, xv, w4) _mm512_dpbusd_epi32((acc), (xv), _mm512_set1_epi32(w4))
-#else
-static inline rt_dot16 rt_flat_step(rt_dot16 acc, rt_dot16w xv, int32_t w4)
-{
-    signed char wb[4];
-    int l, i;
-    memcpy(wb, &w4, 4);
-    for (l = 0; l < 16; l++)
-        for (i = 0; i < 4; i++)
-            acc.v[l] += (int32_t)(unsigned char)xv.b[4 * l + i] * (int32_t)wb[i];
-    return acc;
-}
-#define RT_FLAT_STEP(acc, xv, w4) rt_flat_step((acc), (xv), (w4))
 #endif
 
 RT_INLINE void
