@@ -31,7 +31,7 @@ KERNEL_BUILDS = dict(BUILDS)
 if platform.machine() in ("x86_64", "AMD64"):
     KERNEL_BUILDS["native-no-vnni"] = "-O1 -march=native -mno-avx512vnni -mno-avxvnni -std=c99"
 
-# (C, K, H, W, R, S, stride, group): layers of one image
+# (C, K, H, W, R, S, stride, group): layers of one image (two for the layers in BATCH2)
 LAYERS = [
     (5, 13, 9, 7, 3, 3, 1, 1),      # 3x3 on 63 positions: rt_conv_s8_dot (tiny map)
     (7, 11, 10, 11, 3, 3, 1, 1),    # 3x3 on 72 flat positions: rt_conv_s8_flat, a 2-vector tail
@@ -45,6 +45,7 @@ LAYERS = [
 ]
 # output stages: ("shift", rounding, lo, hi) per-channel shifts (some left, some zero),
 # ("mul", rounding, lo, hi) per-channel multipliers (some negative) and shifts, or None
+BATCH2 = (1, 5)                     # a flat and a dot layer over two images
 STAGES = [("shift", "half_up", -128, 127), ("shift", "half_even", -100, 90),
           ("mul", "half_up", -128, 127), ("mul", "half_even", 0, 127), None]
 
@@ -57,7 +58,8 @@ def _layers_graph(rng: np.random.Generator) -> tuple[Graph, dict]:
             # with the second stage, a group-1 layer's input is padded by a Pad node (1 row
             # above, 2 columns left, 1 right) that the layer's input rewrite does itself
             pad = j == 1 and g == 1 and hp > 1 and wp > 3
-            x = Value(f"x{i}_{j}", TensorType((1, c, hp - pad, wp - 3 * pad), "int8"))
+            n = 2 if i in BATCH2 else 1
+            x = Value(f"x{i}_{j}", TensorType((n, c, hp - pad, wp - 3 * pad), "int8"))
             inputs.append(x)
             feed[x.name] = rng.integers(-128, 128, x.type.shape).astype(np.int8)
             if pad:
