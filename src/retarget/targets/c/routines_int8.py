@@ -6,8 +6,9 @@ targets/c/kernels/int8.c, bit-exact with the integer reference.
     int8_support(node)       # None when a routine runs the node, else why not
 
 Each Conv / Gemm with int8 operands is one call with the Requantize / RequantizeMul that is
-its sole reader fused into its epilogue (int32 accumulation, then the output stage in int64,
-as the reference); every other integer node is a call of its own. The loop-nest IR has no
+its sole reader fused into its epilogue (int32 accumulation, then the output stage, exact as
+the reference's int64) and, for a group-1 conv, the int8 Pad its input alone comes from fused
+into its input rewrite; every other integer node is a call of its own. The loop-nest IR has no
 integer shifts, so these calls carry a signature kernel (their tensors, no statements): the
 verifier still checks every binding against the buffers, `check_int8` checks the routine's
 integer arguments against the tensors' sizes, and the meaning is the nodes' definitions in
