@@ -156,3 +156,74 @@ def test_every_build_of_the_routines_gives_the_same_bits():
     for other in outs[1:]:
         for k in outs[0]:
             np.testing.assert_array_equal(other[k], outs[0][k], err_msg=k)
+
+
+def _depthwise_model(seed: int) -> onnx.ModelProto:
+    """Depthwise layers of random shapes side by side: widths around the 8- and 16-lane
+    vectors (a partial last vector, planes of one row), strides 1 to 3, square and
+    non-square windows, asymmetric pads (some wider than the window's reach), a residual add
+    and each activation. One of them pads a tensor another node also reads, so that its Pad
+    stays a node of its own."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, inputs, outputs = [], [], [], []
+    for i in range(6):
+        c = int(rng.integers(2, 6))        # group = C > 1: depthwise
+        h, w = int(rng.integers(1, 9)), int(rng.integers(1, 40))
+        r, s = (int(v) for v in rng.choice([1, 2, 3, 5, 7], 2))
+        sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+        pads = [int(v) for v in rng.integers(0, 4, 4)]
+        if h + pads[0] + pads[2] < r or w + pads[1] + pads[3] < s:
+            pads[2], pads[3] = r, s            # the window must fit the padded input
+        x, wt, b = f"x{i}", f"w{i}", f"b{i}"
+        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, c, h, w]))
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((c, 1, r, s)).astype(np.float32), wt))
+        inits.append(numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), b))
+        nodes.append(helper.make_node("Conv", [x, wt, b], [f"c{i}"], group=c, pads=pads,
+                                      strides=[sh, sw]))
+        oh, ow = (h + pads[0] + pads[2] - r) // sh + 1, (w + pads[1] + pads[3] - s) // sw + 1
+        last = f"c{i}"
+        if i % 3 == 1:
+            inputs.append(helper.make_tensor_value_info(f"r{i}", TensorProto.FLOAT,
+                                                        [1, c, oh, ow]))
+            nodes.append(helper.make_node("Add", [last, f"r{i}"], [f"a{i}"]))
+            last = f"a{i}"
+        if i % 3 != 2:
+            nodes.append(helper.make_node("Relu", [last], [f"y{i}"]))
+            last = f"y{i}"
+        outputs.append(helper.make_tensor_value_info(last, TensorProto.FLOAT, None))
+    # a Pad whose result is also an output: it stays a node of its own
+    nodes.append(helper.make_node("Pad", ["xs", "pp"], ["ps"], mode="constant"))
+    nodes.append(helper.make_node("Conv", ["ps", "ws"], ["ys"], group=2))
+    inputs.append(helper.make_tensor_value_info("xs", TensorProto.FLOAT, [1, 2, 5, 6]))
+    inits.append(numpy_helper.from_array(np.array([0, 0, 1, 2, 0, 0, 1, 0], np.int64), "pp"))
+    inits.append(numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32),
+                                         "ws"))
+    outputs += [helper.make_tensor_value_info(v, TensorProto.FLOAT, None) for v in ("ps", "ys")]
+    g = helper.make_graph(nodes, "depthwise", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_depthwise_routine_pads_inside_on_random_shapes(seed):
+    """rt_dwconv_f32 against the NumPy reference on random shapes, in every build; the Pad
+    before each depthwise layer is folded into its call unless something else reads it."""
+    graph = import_model(_depthwise_model(seed))
+    x = _inputs(graph)
+    ref = run_graph(graph, x)
+    for cflags in BUILDS.values():
+        module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": False})
+        try:
+            calls = [c for k in module.kernels.values() for c in k.program.calls]
+            dw = [c for c in calls
+                  if c.routine is not None and c.routine.name == "rt_dwconv_f32"]
+            assert len(dw) == 7, [c.node for c in calls]
+            pads = [c.node for c in calls if c.routine is None and c.node.startswith("Pad")]
+            assert len(pads) == 1 and "'ps'" not in pads[0], pads   # only the shared one
+            out = module.run(x)
+            for k in ref:
+                scale = float(np.max(np.abs(ref[k]))) or 1.0
+                np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5 * scale,
+                                           err_msg=f"{k} ({cflags})")
+        finally:
+            module.close()

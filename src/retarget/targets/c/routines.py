@@ -17,8 +17,9 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
     rt_pointwise_f32  packed wp[ceil(K/8)][C][8]: a 1x1 stride-1 layer as Y = W X with the
                       vectors along the positions (contiguous in NCHW); chosen where a layer
                       has at least POINTWISE_MIN_POSITIONS positions
-    rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S]:
-                      rows accumulated over the taps, columns innermost
+    rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
+                      the zero Pad the explicit-padding pass put before it done inside
+                      (no padded copy): vectors along the output columns
 
 Summation order differs from the reference's (as in every optimised c kernel): results are
 within the target's 1e-4 tolerance, not bit-identical.
@@ -26,7 +27,7 @@ within the target's 1e-4 tolerance, not bit-identical.
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Sequence
 
@@ -67,9 +68,11 @@ ROUTINES = {
     "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 8,
                                     ("N", "C", "P", "K")),
     "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
-                                 ("N", "C", "Hp", "Wp", "R", "S", "sh", "sw", "OH", "OW")),
+                                 ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
+                                  "OW")),
 }
-DW_MAX_WIDTH = 4096       # dwconv_f32.c RT_DW_MAX_WIDTH: its row buffer
+DW_STAGE = 8192           # dwconv_f32.c RT_DW_STAGE: floats of a thread's staged rows
+DW_TAPS = 64              # dwconv_f32.c RT_DW_TAPS: at most R * S taps
 HEADER = "vec.h"
 
 
@@ -103,6 +106,11 @@ class Layer:
     OH: int
     OW: int
     depthwise: bool = False     # group = C = K: one R x S filter per channel, w [C, 1, R, S]
+    # a depthwise layer's zero Pad done by the routine: `x` is then the Pad's input, Hp x Wp
+    # its padded extent, pt / pl the rows above / columns left of it
+    pad: Node | None = None
+    pt: int = 0
+    pl: int = 0
 
 
 def _float32(*values: Value | None) -> bool:
@@ -130,7 +138,7 @@ def _layer(node: Node) -> Layer | None:
         sh, sw = (a.get("strides") or (1, 1))
         oh, ow = y.type.shape[2:]
         if (hp - r) // sh + 1 != oh or (wp - s) // sw + 1 != ow or (
-                depthwise and ow > DW_MAX_WIDTH):
+                depthwise and not dw_fits(r, s, sw, ow)):
             return None
         return Layer(node, x, w, b, False, False, n, c, hp, wp, k, r, s, sh, sw, oh, ow,
                      depthwise)
@@ -154,6 +162,43 @@ def _layer(node: Node) -> Layer | None:
             return None
         return Layer(node, x, w, b, transpose, True, n, c, 1, 1, k, 1, 1, 1, 1, 1, 1)
     return None
+
+
+def dw_fits(R: int, S: int, sw: int, OW: int) -> bool:
+    """Whether rt_dwconv_f32's per-thread buffer holds R staged rows of this layer (at the
+    widest vector, 16 lanes: dwconv_f32.c rejects a wider one) and its R x S taps fit."""
+    phase = -(-OW // 16) * 16 + (S - 1) // sw
+    return R * sw * phase <= DW_STAGE and R * S <= DW_TAPS
+
+
+def _zero_spatial_pad(node: Node | None) -> tuple[int, int] | None:
+    """(rows above, columns left) of a constant-zero Pad of only the two spatial axes of a
+    4-D tensor by non-negative amounts (what explicit_padding writes); None for another."""
+    if node is None or node.op != "Pad" or len(node.inputs[0].type.shape) != 4:
+        return None
+    a = resolve_attrs(node)
+    pads, fill, axes = node.input(1), node.input(2), node.input(3)
+    if a["mode"] != "constant" or axes is not None or pads is None or not pads.is_const:
+        return None
+    if fill is not None and fill.type is not None and fill.type.numel > 0 and \
+            _const_scalar(fill) != 0.0:
+        return None
+    p = [int(v) for v in np.asarray(pads.const).reshape(-1)]
+    if len(p) != 8 or p[0] or p[1] or p[4] or p[5] or min(p) < 0:
+        return None
+    return p[2], p[3]
+
+
+def _with_pad(layer: Layer, producers: dict[str, Node], consumers,
+              region_outputs: set[str]) -> Layer:
+    """A depthwise `layer` with the zero Pad before it folded in (when nothing else reads the
+    padded tensor), else `layer`."""
+    pad = producers.get(layer.x.name)
+    amounts = _zero_spatial_pad(pad) if layer.depthwise else None
+    if amounts is None or _only_reader(layer.x, consumers, region_outputs) is not layer.node \
+            or not _float32(pad.inputs[0]):
+        return layer
+    return replace(layer, x=pad.inputs[0], pad=pad, pt=amounts[0], pl=amounts[1])
 
 
 def _consumers(region: Region) -> dict[str, list[Node]]:
@@ -236,7 +281,8 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
         return (n, k) if L.dense else (n, k, oh, ow)
 
     def xi(n, c, oh, ow, r, s):
-        return (n, c) if L.dense else (n, c, aff(oh) * L.sh + aff(r), aff(ow) * L.sw + aff(s))
+        return (n, c) if L.dense else (n, c, aff(oh) * L.sh + aff(r) - L.pt,
+                                       aff(ow) * L.sw + aff(s) - L.pl)
 
     out_axes = [("n", L.N), ("k", L.K)] + ([] if L.dense else [("oh", L.OH), ("ow", L.OW)])
 
@@ -259,7 +305,8 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
         extent = block if kb == "kb" else tail
         k = aff("kb") * block + aff("ki") if kb == "kb" else aff("ki") + base
         if L.depthwise:    # channel kb reads its own input channel and filter
-            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")]),
+            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")],
+                                    0.0 if L.pad is not None else None),
                           Load(wp[("kb", 0, "r", "s")]))
         else:
             term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")]),
@@ -300,8 +347,9 @@ def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
                  and L.OH * L.OW >= POINTWISE_MIN_POSITIONS)
     floats = (ep.lo, ep.hi) if ep.act == ACT_CLIP else (0.0, 0.0)
     if L.depthwise:
-        return Routine("rt_dwconv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.R, L.S, L.sh, L.sw,
-                                                   L.OH, L.OW, ep.act), floats)
+        h, w = L.x.type.shape[2:]
+        return Routine("rt_dwconv_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh,
+                                                   L.sw, L.OH, L.OW, ep.act), floats)
     if pointwise:
         return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.OH * L.OW, L.K, ep.act),
                        floats)
@@ -317,6 +365,7 @@ def plan_routines(region: Region) -> list[Fused]:
     """Every group of the region a routine runs (see the module docstring)."""
     consumers = _consumers(region)
     outputs = {v.name for v in region.outputs}
+    producers = {v.name: n for n in region.nodes for v in n.outputs}
     taken: set[str] = set()
     groups = []
     for node in region.nodes:
@@ -325,6 +374,7 @@ def plan_routines(region: Region) -> list[Fused]:
         layer = _layer(node)
         if layer is None:
             continue
+        layer = _with_pad(layer, producers, consumers, outputs)
         ep = _epilogue(node.outputs[0], consumers, outputs)
         if ep.residual is not None and ep.residual.name == layer.x.name:
             ep = Epilogue((), None, ACT_NONE, 0.0, 0.0)
@@ -336,7 +386,8 @@ def plan_routines(region: Region) -> list[Fused]:
                               layer.w.name, block, layer.transpose)
         k = carrier(layer, packed, ep, out, block)
         relayouts = () if layer.depthwise else (packed,)
-        groups.append(Fused((node,) + ep.nodes, Scheduled(k, relayouts),
+        pad = () if layer.pad is None else (layer.pad,)
+        groups.append(Fused(pad + (node,) + ep.nodes, Scheduled(k, relayouts),
                             _routine(layer, ep, k)))
         taken.update(n.name for n in ep.nodes)
     return groups
@@ -358,7 +409,8 @@ def check_routine(call: Call) -> None:
         raise fail("wrong number of arguments")
     d = dict(zip(spec.ints, r.ints))
     act = r.ints[-1]
-    if act not in (ACT_NONE, ACT_RELU, ACT_CLIP) or any(v < 1 for v in r.ints[:-1]):
+    if act not in (ACT_NONE, ACT_RELU, ACT_CLIP) or any(
+            v < (0 if a in ("pt", "pl") else 1) for a, v in d.items()):
         raise fail(f"arguments {r.ints} out of range")
     params = k.params
     if any(not -1 <= i < len(params) for i in r.operands) or r.operands[0] < 0 or \
@@ -375,13 +427,14 @@ def check_routine(call: Call) -> None:
         xs, ys = n * c * hp * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * rr * ss * spec.block
     elif r.name == "rt_dwconv_f32":
-        n, c, hp, wd, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
-        if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss or \
-                ow > DW_MAX_WIDTH:
-            raise fail(f"output {oh}x{ow} is not a {rr}x{ss} window at strides {sh}, {sw} "
-                       f"over {hp}x{wd}")
+        # every read is bounds-checked in the routine (the padding); what must hold is that
+        # its staging buffer and tap table fit
+        n, c, h, wd, pt, pl, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
+        if not dw_fits(rr, ss, sw, ow):
+            raise fail(f"a {rr}x{ss} window at strides {sh}, {sw} padded by ({pt}, {pl}) "
+                       f"into {oh}x{ow} outputs does not fit the routine")
         kk = c
-        xs, ys, ws = n * c * hp * wd, n * c * oh * ow, c * rr * ss
+        xs, ys, ws = n * c * h * wd, n * c * oh * ow, c * rr * ss
     else:
         n, c, p, kk = (d[a] for a in spec.ints)
         xs, ys = n * c * p, n * kk * p
@@ -425,5 +478,5 @@ def routine_sources(names: Sequence[str]) -> str:
 
 
 __all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",
-           "ROUTINES", "RoutineSpec", "carrier", "check_routine", "kernel_source",
+           "ROUTINES", "RoutineSpec", "carrier", "check_routine", "dw_fits", "kernel_source",
            "plan_routines", "routine_call", "routine_sources"]
