@@ -1,13 +1,16 @@
 """The `c` target's hand-written routines (targets/c/kernels, targets/c/routines.py) against
 the NumPy reference on odd shapes: channel counts that leave a partial weight block, widths
 that leave a partial register tile, strided and non-square windows, 1x1 layers on both
-routines (with a partial group of positions), a depthwise layer, dense layers at batch > 1,
+routines (with a partial group of positions, at a stride, and with more channels than the
+pointwise panel holds), depthwise layers (random shapes, padding inside), dense layers at
+batch > 1,
 and every fused
 epilogue (bias, residual add, ReLU, Clip). Built with the vector extensions and with the
 portable C99 fallback (-DRT_PORTABLE); and the loop nest each fused call carries is checked
 through the interpreter."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -20,7 +23,7 @@ from retarget.frontend.onnx import import_model
 from retarget.loopnest.interp import run_kernel
 from retarget.passes.explicit_padding import explicit_padding
 from retarget.targets.base import Region
-from retarget.targets.c.routines import POINTWISE_MIN_POSITIONS, plan_routines
+from retarget.targets.c.routines import POINTWISE_MAX_CHANNELS, kernel_source, plan_routines
 from retarget.ops.reference import run_graph
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -56,15 +59,28 @@ def _layers_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Add", [inp("rb", [1, 33, 6, 6]), "cb"], ["sb"]))
     nodes.append(helper.make_node("Relu", ["sb"], ["yb"]))
     out("yb")
-    # 1x1 with enough positions for rt_pointwise_f32 (529: a partial group), Clip(0, 6)
+    # 1x1 on rt_pointwise_f32 (529 positions: a partial group), Clip(0, 0.5)
     nodes.append(helper.make_node("Conv", [inp("xc", [1, 7, 23, 23]), const("wc", [13, 7, 1, 1]),
                                            const("bc", [13])], ["cc"]))
     nodes.append(helper.make_node("Clip", ["cc", const("lo", []), const("hi", [])], ["yc"]))
     out("yc")
-    # 1x1 with few positions (rt_conv_f32 over the flattened positions), batch 2, no epilogue
+    # 1x1 on rt_pointwise_f32 at batch 2 (K = 70: a partial weight block), no epilogue
     nodes.append(helper.make_node("Conv", [inp("xd", [2, 6, 5, 5]), const("wd", [70, 6, 1, 1])],
                                   ["yd"]))
     out("yd")
+    # 1x1 at strides (2, 3) on rt_pointwise_f32 (its panel gathers the positions), with a
+    # residual add and ReLU
+    nodes.append(helper.make_node("Conv", [inp("xi", [1, 5, 9, 8]), const("wi", [25, 5, 1, 1]),
+                                           const("bi", [25])], ["ci"], strides=[2, 3]))
+    nodes.append(helper.make_node("Add", ["ci", inp("ri", [1, 25, 5, 3])], ["si"]))
+    nodes.append(helper.make_node("Relu", ["si"], ["yi"]))
+    out("yi")
+    # 1x1 with more input channels than a panel holds: rt_conv_f32 over the flattened
+    # positions
+    nodes.append(helper.make_node("Conv", [inp("xj", [1, POINTWISE_MAX_CHANNELS + 1, 3, 3]),
+                                           const("wj", [14, POINTWISE_MAX_CHANNELS + 1, 1, 1])],
+                                  ["yj"]))
+    out("yj")
     # a 5x3 window at strides (2, 1), no padding
     nodes.append(helper.make_node("Conv", [inp("xe", [1, 4, 9, 10]), const("we", [32, 4, 5, 3]),
                                            const("be", [32])], ["ye"], strides=[2, 1]))
@@ -102,7 +118,7 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         assert all(p.placement == "c" for p in module.report.nodes)
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
-        assert used.count("rt_pointwise_f32") == 1 and used.count("rt_conv_f32") == 6, used
+        assert used.count("rt_pointwise_f32") == 3 and used.count("rt_conv_f32") == 6, used
         assert used.count("rt_dwconv_f32") == 1, used
         # the epilogues were fused: no Relu, Add or Clip call is left
         assert not [c.node for c in calls if c.routine is None and "Conv" not in c.node
@@ -125,7 +141,7 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
     consts = {v.name: v.const for n in graph.nodes for v in n.inputs
               if v is not None and v.is_const}
     groups = plan_routines(region)
-    assert len(groups) == 8
+    assert len(groups) == 10
     for g in groups:
         k = g.scheduled.kernel         # a depthwise layer reads its weights unpacked
         arrays = {p.name: p.apply(consts[p.source]) for p in g.scheduled.relayouts}
@@ -136,8 +152,13 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
             np.testing.assert_allclose(y, values[name], rtol=1e-4, atol=1e-4, err_msg=name)
 
 
-def test_pointwise_threshold_is_what_the_docstring_says():
-    assert 23 * 23 >= POINTWISE_MIN_POSITIONS > 5 * 5
+def test_pointwise_channel_limit_is_what_the_kernel_holds():
+    """routines.py's limit is pointwise_f32.c's RT_PC (a panel of RT_PANEL floats holds
+    RT_PC channels of 32 positions)."""
+    src = kernel_source("pointwise_f32.c")
+    panel = int(re.search(r"#define RT_PANEL (\d+)", src).group(1))
+    assert "#define RT_PC (RT_PANEL / 32)" in src
+    assert POINTWISE_MAX_CHANNELS == panel // 32
 
 
 def test_every_build_of_the_routines_gives_the_same_bits():

@@ -14,9 +14,10 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
 
     rt_conv_f32       packed wp[ceil(K/32)][C][R][S][32]: vectors along output channels,
                       one input value broadcast per output column (any R, S, stride)
-    rt_pointwise_f32  packed wp[ceil(K/8)][C][8]: a 1x1 stride-1 layer as Y = W X with the
-                      vectors along the positions (contiguous in NCHW); chosen where a layer
-                      has at least POINTWISE_MIN_POSITIONS positions
+    rt_pointwise_f32  packed wp[ceil(K/12)][C][12]: a 1x1 layer (any stride) of at most
+                      POINTWISE_MAX_CHANNELS inputs as Y = W X, the vectors along the
+                      output positions (contiguous in NCHW), over a per-thread panel of the
+                      inputs of a group of positions
     rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
                       the zero Pad the explicit-padding pass put before it done inside
                       (no padded copy): vectors along the output columns
@@ -46,10 +47,11 @@ from .packing import BlockPacking
 from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
-# A 1x1 stride-1 layer with at least this many output positions runs as rt_pointwise_f32
-# (measured on ResNet-50's layers: below it the partial position groups cost more than the
-# transposed stores of rt_conv_f32 save).
-POINTWISE_MIN_POSITIONS = 512
+# A 1x1 layer with at most this many input channels runs as rt_pointwise_f32 (pointwise_f32.c
+# RT_PC: what its panel holds); a wider one as rt_conv_f32 (measured on MobileNet v1's and
+# ResNet-50's 1x1 layers: the panel's GEMM is faster wherever it fits, most at few channels
+# or many positions, where rt_conv_f32's transposed stores cost most).
+POINTWISE_MAX_CHANNELS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +67,8 @@ class RoutineSpec:
 ROUTINES = {
     "rt_conv_f32": RoutineSpec("rt_conv_f32", "conv_f32.c", 32,
                                ("N", "C", "Hp", "Wp", "K", "R", "S", "sh", "sw", "OH", "OW")),
-    "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 8,
-                                    ("N", "C", "P", "K")),
+    "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 12,
+                                    ("N", "C", "H", "W", "sh", "sw", "K", "OH", "OW")),
     "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
                                  ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
                                   "OW")),
@@ -337,22 +339,27 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
     return k
 
 
+def _pointwise(L: Layer) -> bool:
+    """Whether rt_pointwise_f32 runs the layer (see POINTWISE_MAX_CHANNELS)."""
+    return (not L.dense and not L.depthwise and L.R == L.S == 1
+            and L.C <= POINTWISE_MAX_CHANNELS)
+
+
 def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
     L = layer
     names = [t.name for t in kernel.params]
     bias = names.index(L.bias.name) if L.bias is not None else -1
     res = names.index(ep.residual.name) if ep.residual is not None else -1
     operands = (0, 1, bias, res, len(names) - 1)
-    pointwise = (not L.dense and L.R == L.S == L.sh == L.sw == 1
-                 and L.OH * L.OW >= POINTWISE_MIN_POSITIONS)
+    pointwise = _pointwise(L)
     floats = (ep.lo, ep.hi) if ep.act == ACT_CLIP else (0.0, 0.0)
     if L.depthwise:
         h, w = L.x.type.shape[2:]
         return Routine("rt_dwconv_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh,
                                                    L.sw, L.OH, L.OW, ep.act), floats)
     if pointwise:
-        return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.OH * L.OW, L.K, ep.act),
-                       floats)
+        return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.sh, L.sw, L.K,
+                                                      L.OH, L.OW, ep.act), floats)
     if L.R == L.S == L.sh == L.sw == 1 and L.Hp * L.Wp == L.OH * L.OW:
         # a 1x1 stride-1 layer: its positions as one row, so tiles run across the rows
         return Routine("rt_conv_f32", operands, (L.N, L.C, 1, L.OH * L.OW, L.K, 1, 1, 1, 1, 1,
@@ -379,9 +386,7 @@ def plan_routines(region: Region) -> list[Fused]:
         if ep.residual is not None and ep.residual.name == layer.x.name:
             ep = Epilogue((), None, ACT_NONE, 0.0, 0.0)
         out = (ep.nodes[-1] if ep.nodes else node).outputs[0]
-        pointwise = (not layer.dense and layer.R == layer.S == layer.sh == layer.sw == 1
-                     and layer.OH * layer.OW >= POINTWISE_MIN_POSITIONS)
-        block = ROUTINES["rt_pointwise_f32" if pointwise else "rt_conv_f32"].block
+        block = ROUTINES["rt_pointwise_f32" if _pointwise(layer) else "rt_conv_f32"].block
         packed = BlockPacking(f"{layer.w.name}__b{block}{'t' if layer.transpose else ''}",
                               layer.w.name, block, layer.transpose)
         k = carrier(layer, packed, ep, out, block)
@@ -436,8 +441,12 @@ def check_routine(call: Call) -> None:
         kk = c
         xs, ys, ws = n * c * h * wd, n * c * oh * ow, c * rr * ss
     else:
-        n, c, p, kk = (d[a] for a in spec.ints)
-        xs, ys = n * c * p, n * kk * p
+        n, c, h, wd, sh, sw, kk, oh, ow = (d[a] for a in spec.ints)
+        if (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow or c > POINTWISE_MAX_CHANNELS:
+            raise fail(f"output {oh}x{ow} is not a 1x1 window at strides {sh}, {sw} over "
+                       f"{h}x{wd}, or {c} channels exceed its panel's "
+                       f"{POINTWISE_MAX_CHANNELS}")
+        xs, ys = n * c * h * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * spec.block
     sizes = [(x, xs), (wp, ws), (y, ys), (res, ys)]
     if any(t is not None and t.size != size for t, size in sizes) or (
@@ -477,6 +486,6 @@ def routine_sources(names: Sequence[str]) -> str:
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 
-__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",
+__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MAX_CHANNELS",
            "ROUTINES", "RoutineSpec", "carrier", "check_routine", "dw_fits", "kernel_source",
            "plan_routines", "routine_call", "routine_sources"]
