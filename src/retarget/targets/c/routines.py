@@ -13,7 +13,8 @@ checks its bindings and the interpreter can run it like any other kernel; the C 
 routine's (`routine_call`), which reads the same tensors in the same layouts:
 
     rt_conv_f32       packed wp[ceil(K/32)][C][R][S][32]: vectors along output channels,
-                      one input value broadcast per output column (any R, S, stride)
+                      one input value broadcast per output position, a tile's positions
+                      along the flattened output map (any R, S, stride)
     rt_pointwise_f32  packed wp[ceil(K/12)][C][12]: a 1x1 layer (any stride) of at most
                       POINTWISE_MAX_CHANNELS inputs as Y = W X, the vectors along the
                       output positions (contiguous in NCHW), over a per-thread panel of the
@@ -360,10 +361,6 @@ def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
     if pointwise:
         return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.sh, L.sw, L.K,
                                                       L.OH, L.OW, ep.act), floats)
-    if L.R == L.S == L.sh == L.sw == 1 and L.Hp * L.Wp == L.OH * L.OW:
-        # a 1x1 stride-1 layer: its positions as one row, so tiles run across the rows
-        return Routine("rt_conv_f32", operands, (L.N, L.C, 1, L.OH * L.OW, L.K, 1, 1, 1, 1, 1,
-                                                 L.OH * L.OW, ep.act), floats)
     return Routine("rt_conv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.K, L.R, L.S, L.sh, L.sw,
                                              L.OH, L.OW, ep.act), floats)
 
