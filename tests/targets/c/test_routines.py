@@ -81,6 +81,15 @@ def _layers_model() -> onnx.ModelProto:
                                            const("wj", [14, POINTWISE_MAX_CHANNELS + 1, 1, 1])],
                                   ["yj"]))
     out("yj")
+    # a residual block's join: two convs into one Add + ReLU; the first fuses them, the
+    # second still runs as a routine
+    nodes.append(helper.make_node("Conv", [inp("xk", [1, 3, 4, 4]), const("wk", [8, 3, 1, 1])],
+                                  ["ck"], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", [inp("xl", [1, 4, 4, 4]), const("wl", [8, 4, 3, 3])],
+                                  ["cl"], pads=[1, 1, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Add", ["cl", "ck"], ["sk"]))
+    nodes.append(helper.make_node("Relu", ["sk"], ["yk"]))
+    out("yk")
     # a 5x3 window at strides (2, 1), no padding
     nodes.append(helper.make_node("Conv", [inp("xe", [1, 4, 9, 10]), const("we", [32, 4, 5, 3]),
                                            const("be", [32])], ["ye"], strides=[2, 1]))
@@ -118,7 +127,7 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         assert all(p.placement == "c" for p in module.report.nodes)
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
-        assert used.count("rt_pointwise_f32") == 3 and used.count("rt_conv_f32") == 6, used
+        assert used.count("rt_pointwise_f32") == 4 and used.count("rt_conv_f32") == 7, used
         assert used.count("rt_dwconv_f32") == 1, used
         # the epilogues were fused: no Relu, Add or Clip call is left
         assert not [c.node for c in calls if c.routine is None and "Conv" not in c.node
@@ -141,7 +150,7 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
     consts = {v.name: v.const for n in graph.nodes for v in n.inputs
               if v is not None and v.is_const}
     groups = plan_routines(region)
-    assert len(groups) == 10
+    assert len(groups) == 12
     for g in groups:
         k = g.scheduled.kernel         # a depthwise layer reads its weights unpacked
         arrays = {p.name: p.apply(consts[p.source]) for p in g.scheduled.relayouts}

@@ -198,7 +198,7 @@ def _with_pad(layer: Layer, producers: dict[str, Node], consumers,
     padded tensor), else `layer`."""
     pad = producers.get(layer.x.name)
     amounts = _zero_spatial_pad(pad) if layer.depthwise else None
-    if amounts is None or _only_reader(layer.x, consumers, region_outputs) is not layer.node \
+    if amounts is None or _sole_reader(layer.x, consumers, region_outputs) is not layer.node \
             or not _float32(pad.inputs[0]):
         return layer
     return replace(layer, x=pad.inputs[0], pad=pad, pt=amounts[0], pl=amounts[1])
@@ -213,7 +213,7 @@ def _consumers(region: Region) -> dict[str, list[Node]]:
     return out
 
 
-def _only_reader(v: Value, consumers, region_outputs: set[str]) -> Node | None:
+def _sole_reader(v: Value, consumers, region_outputs: set[str]) -> Node | None:
     readers = consumers.get(v.name, [])
     if len(readers) != 1 or v.name in region_outputs:
         return None
@@ -235,11 +235,19 @@ class Epilogue:
     hi: float
 
 
-def _epilogue(y: Value, consumers, region_outputs: set[str]) -> Epilogue:
+def _epilogue(y: Value, consumers, region_outputs: set[str],
+              taken: set[str] = frozenset()) -> Epilogue:
     """The Add (of a same-shaped float tensor) and Relu / Clip that follow `y` and that
-    nothing else reads in between."""
+    nothing else reads in between, none of them `taken` by another group already (a
+    residual block's Add is fused by whichever of its two convs comes first; the other
+    still runs as a routine, without it)."""
     nodes, residual, act, lo, hi = [], None, ACT_NONE, 0.0, 0.0
-    nxt = _only_reader(y, consumers, region_outputs)
+
+    def free_reader(v: Value) -> Node | None:
+        n = _sole_reader(v, consumers, region_outputs)
+        return None if n is None or n.name in taken else n
+
+    nxt = free_reader(y)
     if nxt is not None and nxt.op == "Add" and len(nxt.inputs) == 2:
         a, b = nxt.inputs
         other = b if a is y else a
@@ -248,7 +256,7 @@ def _epilogue(y: Value, consumers, region_outputs: set[str]) -> Epilogue:
                 and _float32(other, out) and out.type.shape == y.type.shape):
             nodes.append(nxt)
             residual, y = other, out
-            nxt = _only_reader(y, consumers, region_outputs)
+            nxt = free_reader(y)
     if nxt is not None and nxt.op == "Relu" and _float32(nxt.outputs[0]):
         nodes.append(nxt)
         act = ACT_RELU
@@ -379,7 +387,7 @@ def plan_routines(region: Region) -> list[Fused]:
         if layer is None:
             continue
         layer = _with_pad(layer, producers, consumers, outputs)
-        ep = _epilogue(node.outputs[0], consumers, outputs)
+        ep = _epilogue(node.outputs[0], consumers, outputs, taken)
         if ep.residual is not None and ep.residual.name == layer.x.name:
             ep = Epilogue((), None, ACT_NONE, 0.0, 0.0)
         out = (ep.nodes[-1] if ep.nodes else node).outputs[0]
@@ -391,7 +399,7 @@ def plan_routines(region: Region) -> list[Fused]:
         pad = () if layer.pad is None else (layer.pad,)
         groups.append(Fused(pad + (node,) + ep.nodes, Scheduled(k, relayouts),
                             _routine(layer, ep, k)))
-        taken.update(n.name for n in ep.nodes)
+        taken.update(n.name for n in pad + ep.nodes)
     return groups
 
 
