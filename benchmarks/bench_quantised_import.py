@@ -15,7 +15,10 @@ without TensorFlow; LiteRT, `ai-edge-litert`, is the runtime):
   reference kernels (`OpResolverType.BUILTIN_REF`), output for output, on `--samples` inputs
   (the test models' calibration distribution, quantised, seed 1): `exact_vs_runtime` and
   `max_lsb_diff` (in the model's output steps);
-- `c`: the c target has no int8 mode on this branch: both fields are null (not available);
+- `c`: the int8-tflite graph compiled for the c target (generated C, OpenMP, the default
+  -O3 -march=native build: targets/c/routines_tflite.py) against LiteRT's reference kernels
+  on the same inputs; the table adds how many of the graph's nodes run on `c` (the rest would
+  be on the CPU reference) and whether the module equals retarget's reference executor ("self");
 - each accelerator (`vta`, `nvdla`, `dnnvm`): the model compiled for it (re-quantised in the
   accelerator's own number format, calibrated on `--samples` inputs of seed 0) against LiteRT's
   reference kernels on the seed-1 inputs. Each compiled module is also checked bit for bit
@@ -35,7 +38,8 @@ per channel; onnxruntime is the runtime):
   `--samples` seeded standard-normal inputs, in output LSBs (the output DequantizeLinear's
   scale). Whether onnxruntime's own integer kernels are exact on this CPU is printed below the
   table (OrtIntegerArithmetic); where they are not, part of the difference is onnxruntime's;
-- `c`: no int8 mode on this branch (null);
+- `c`: null: the c target has no routines for int8-ort's output stages (RequantizeOrt,
+  QLinearAddOrt, ...), and a QDQ file compiled for it runs as its float graph;
 - accelerators: compiling these files for vta / nvdla / dnnvm is refused (their formats have
   no zero points, and vta / dnnvm only power-of-two scales): null, with the reason in the
   printed notes.
@@ -97,9 +101,9 @@ def measure_tflite(name: str, args) -> dict:
     runtime = _litert(buf, xs, reference=True)
     ours = [next(iter(retarget.run(graph, {graph.inputs[0].name: x}).values())) for x in xs]
     row = {"ops": ops, "import_s": min(times),
-           "reference": _result(_max_diff(ours, runtime, q)),
-           "c": _result(None)}
+           "reference": _result(_max_diff(ours, runtime, q))}
     notes = {"default_kernels": _max_diff(_litert(buf, xs, reference=False), runtime, q)}
+    row["c"], notes["c_self"], notes["c_nodes"] = _on_c(graph, xs, ours, runtime, q)
     import tempfile
     from pathlib import Path
     with tempfile.TemporaryDirectory() as d:
@@ -121,6 +125,20 @@ def measure_tflite(name: str, args) -> dict:
             notes[f"{target}_self"] = self_exact
     row["_notes"] = notes
     return row
+
+
+def _on_c(graph, xs, reference, runtime, q) -> tuple[dict, bool, str]:
+    """The int8-tflite graph as generated C: its result against the runtime, whether it
+    equals the reference executor's outputs `reference`, and "<on c>/<nodes>"."""
+    module = retarget.compile(graph, "c")
+    try:
+        got = [next(iter(module.run({graph.inputs[0].name: x}).values())) for x in xs]
+        placed = sum(p.placement == "c" for p in module.report.nodes)
+        nodes = f"{placed}/{len(module.report.nodes)}"
+    finally:
+        module.close()
+    exact = all(np.array_equal(a, b) for a, b in zip(got, reference))
+    return _result(_max_diff(got, runtime, q)), exact, nodes
 
 
 # ---- ONNX QDQ models against onnxruntime ------------------------------------------------------
@@ -223,19 +241,24 @@ def main() -> None:
                 if f"{t}_refused" in notes:
                     return "refused"
                 return f"{cell(t)} ({'exact' if notes.get(f'{t}_self') else 'DIFFERS'})"
+
+            c = accel("c") if "c_self" in notes else cell("c")
+            if "c_nodes" in notes:
+                c += f" {notes['c_nodes']} on c"
             other = notes.get("default_kernels", notes.get("float_groups", ""))
             rows.append([name, source, r["ops"], f"{1e3 * r['import_s']:.1f}", cell("reference"),
-                         str(other), cell("c")] + [accel(t) for t in args.targets])
+                         str(other), c] + [accel(t) for t in args.targets])
             refusals.update({t: notes[f"{t}_refused"] for t in args.targets
                              if f"{t}_refused" in notes})
     print(format_table(["model", "source", "ops", "import ms", "reference",
-                        "LiteRT default / float groups", "c"] +
+                        "LiteRT default / float groups", "c (self)"] +
                        [f"{t} (self)" for t in args.targets], rows))
     print("max |diff| in output LSBs against the runtime: LiteRT's reference kernels (tflite), "
           "onnxruntime's CPU run (qdq); 'LiteRT default': its default CPU kernels against its "
           "reference kernels; 'float groups': Conv / Gemm that onnxruntime (and so the import) "
           "runs in float32; (self): the module against retarget's integer reference of its own "
-          "format; c: no int8 mode (n/a)")
+          "format, and for c how many of the graph's nodes run as C; c on QDQ files: n/a (no "
+          "routines for int8-ort)")
     if any(row[1] == "qdq" for row in rows):
         from retarget.frontend.ort_check import ort_integer_arithmetic
         print(f"onnxruntime on this CPU: {ort_integer_arithmetic()}")

@@ -15,4 +15,6 @@ if ! command -v qemu-x86_64 >/dev/null; then
   fi
 fi
 lint-imports --no-cache
-python3 -m pytest "$@"
+# One pytest worker per core (pytest-xdist): most tests are single-threaded Python, and the
+# suite would otherwise leave all but one core idle. Pass -n 0 to run in one process.
+python3 -m pytest -n auto "$@"

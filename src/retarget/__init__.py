@@ -9,47 +9,33 @@ Public API
 - compile(graph, target="cpu", cpu_nodes=(), min_region_macs=None, config=None,
           calibration=None) -> Module           prepare (vta: quantise), partition and lower
                                                  for a target (compiler.py)
+
+The names are defined in api.py and resolved here on first use (PEP 562). The package is
+also the home of processes that need one small part of it, such as the nvdla compiler
+(`python -m retarget.targets.nvdla.compile`, started once per offloaded region): importing
+the whole compiler, its frontends and targets on every such start cost 0.3 s each.
 """
-from .compiler import compile as _compile
-from .errors import InputError, RetargetError
-from .frontend.onnx import load_onnx
-from .frontend.tflite import is_tflite_path, load_tflite
-from .frontend.torch import from_torch as _from_torch
-from .ir import Graph, Node, TensorType, Value
-from .ops.reference import run_graph as run
-from .passes.quantize import quantize as _quantize
+from __future__ import annotations
 
 __version__ = "0.1.0"
 
-
-def load(path, input_shapes=None, simplify: bool = True):
-    """Import an ONNX model file, or a TFLite flatbuffer (`.tflite`: an int8 model in its own
-    integer arithmetic, docs/quantization.md), as a Graph (simplified unless simplify=False)."""
-    if is_tflite_path(path):
-        if input_shapes:
-            raise InputError(f"{path}: a TFLite model's input shapes are fixed in the file; "
-                             f"input_shapes does not apply")
-        return load_tflite(path, simplify=simplify)
-    return load_onnx(path, input_shapes=input_shapes, simplify=simplify)
+_API = {"Graph": "ir", "Node": "ir", "TensorType": "ir", "Value": "ir",
+        "RetargetError": "errors", "InputError": "errors",
+        "load": "api", "from_torch": "api", "run": "api", "compile": "api", "quantize": "api"}
 
 
-def compile(graph, target="cpu", **options):
-    """Partition and lower `graph` for `target`; returns a runnable, savable Module.
-    See retarget.compiler.compile for the options."""
-    return _compile(graph, target, **options)
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'retarget' has no attribute {name!r}")
+    from importlib import import_module
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value          # resolved once; later lookups never come here
+    return value
 
 
-def from_torch(module, example_input, simplify: bool = True):
-    """Import a PyTorch module by exporting it to ONNX in memory."""
-    return _from_torch(module, example_input, simplify=simplify)
-
-
-def quantize(graph, calibration_inputs=None, per_channel: bool = False, **options):
-    """Post-training int8 quantisation with power-of-two scales (docs/quantization.md).
-
-    calibration_inputs: sample inputs (a dict name -> array, a list of dicts, or one array
-    for a single-input graph); None calibrates on random data with a warning."""
-    return _quantize(graph, calibration_inputs, per_channel=per_channel, **options)
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})
 
 
 __all__ = ["Graph", "Node", "TensorType", "Value", "RetargetError", "load", "from_torch", "run",

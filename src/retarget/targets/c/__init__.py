@@ -6,9 +6,12 @@ host's:
 - config.py: CConfig (mode, cc, cflags, openmp, tiles, local_bytes, ...) and presets.
 - schedule.py: the naive, buffered and optimised schedules of each kernel.
 - emit.py: model.c (kernels + model_run) and the Makefile.
-- routines.py, routines_int8.py, kernels/*.c: the hand-written routines (float convs and
-  dense layers with their epilogues; the int8 mode's integer ops), called instead of printed
-  loop nests.
+- routines.py, routines_int8.py, routines_tflite.py, kernels/*.c: the hand-written routines
+  (float convs and dense layers with their epilogues; the int8 mode's integer ops; TFLite's
+  integer arithmetic), called instead of printed loop nests.
+- zero_points.py: the target's own rewrite (prepare): int8 layers' input zero points folded
+  into their biases, so that an imported int8 TFLite model's convolutions run on the int8
+  routines.
 - project.py: generate_c, the C project of a whole (float or int8) graph without a Module.
 """
 from .config import CConfig, MODES, PRESETS

@@ -46,6 +46,7 @@ from ..aot.program import Call, Routine
 from ..base import Region
 from .packing import BlockPacking
 from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
+from .routines_tflite import TFLITE_FILES, TFLITE_ROUTINES, tflite_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
 # A 1x1 layer with at most this many input channels runs as rt_pointwise_f32 (pointwise_f32.c
@@ -465,6 +466,8 @@ def routine_call(call: Call, pointers: Sequence[str]) -> str:
     kernel's parameters."""
     if call.routine.name in INT8_ROUTINES:
         return int8_call(call, pointers)
+    if call.routine.name in TFLITE_ROUTINES:
+        return tflite_call(call, pointers)
     check_routine(call)
     r = call.routine
     args = [pointers[i] if i >= 0 else "0" for i in r.operands]
@@ -488,6 +491,8 @@ def routine_sources(names: Sequence[str]) -> str:
     files = sorted({ROUTINES[n].source for n in names if n in ROUTINES})
     if any(n in INT8_ROUTINES for n in names):
         files += list(INT8_FILES)
+    if any(n in TFLITE_ROUTINES for n in names):
+        files += list(TFLITE_FILES)
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 

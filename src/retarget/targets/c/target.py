@@ -6,7 +6,9 @@
     m.run({"input": x}); m.save("out/")                       # kernels/<region>/: a C project
 
 float32, and the int8 ops of a quantised graph (routines_int8.py, bit-exact with the
-integer reference). Convolutions and dense layers run on hand-written routines (routines.py);
+integer reference) or of an imported int8 TFLite model (routines_tflite.py, after
+zero_points.py has folded the convolutions' input zero points into their biases).
+Convolutions and dense layers run on hand-written routines (routines.py);
 every other op the loop-nest lowering (`retarget.loopnest.ops`) supports runs as a printed
 loop nest; any other op stays on the CPU reference, with the reason in the placement report. Each offloaded region becomes one C project (lower.py,
 emit.py), built at compile time with the system compiler into a shared library (kernel.py,
@@ -32,7 +34,9 @@ from .config import CConfig, PRESETS
 from .emit import sources
 from .routines import plan_routines
 from .routines_int8 import int8_support, is_integer_node, plan_int8
+from .routines_tflite import is_tflite_node, plan_tflite, tflite_support
 from .schedule import schedule_kernel
+from .zero_points import fold_input_zero_points
 
 
 class CLibraryKernel(LibraryKernel, target="c"):
@@ -58,18 +62,31 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
     def fuse(self, region: Region) -> list[Fused]:
         """Optimised mode: convolutions and dense layers with their epilogues (bias, residual
         add, ReLU / Clip) as calls of the hand-written routines (routines.py); every mode: the
-        integer nodes as calls of the int8 routines (routines_int8.py)."""
+        integer nodes as calls of the int8 routines (routines_int8.py), then of TFLite's
+        (routines_tflite.py)."""
         float_groups = plan_routines(region) if self.config.mode == "optimized" else []
         taken = {n.name for g in float_groups for n in g.nodes}
-        return float_groups + plan_int8(region, taken)
+        int8_groups = plan_int8(region, taken)
+        taken |= {n.name for g in int8_groups for n in g.nodes}
+        return float_groups + int8_groups + plan_tflite(region, taken)
 
     def supports(self, node: Node, graph: Graph) -> Support:
-        """Integer nodes (the int8 mode) run on the routines of int8.c in every mode; the
-        rest as the loop-nest lowering allows."""
-        if is_integer_node(node):
-            problem = node_support_problem(node) or int8_support(node)
-            return Support.no(f"c int8 mode: {problem}") if problem else Support.yes()
-        return super().supports(node, graph)
+        """Integer nodes (the int8 mode) run on the routines of int8.c, or of int8_tflite.c
+        where those do not, in every mode; the rest as the loop-nest lowering allows."""
+        checks = ([int8_support] if is_integer_node(node) else []) + \
+            ([tflite_support] if is_tflite_node(node) else [])
+        if not checks:
+            return super().supports(node, graph)
+        problem = node_support_problem(node)
+        if problem is None:
+            problems = [check(node) for check in checks]
+            problem = None if None in problems else problems[-1]
+        return Support.no(f"c int8 mode: {problem}") if problem else Support.yes()
+
+    def prepare(self, graph: Graph) -> Graph:
+        """Int8 convolutions and dense layers read their int8 input, their input zero point
+        folded into the bias (zero_points.py), so that they run on the int8 routines."""
+        return fold_input_zero_points(graph)
 
     def graph_passes(self) -> tuple[str, ...]:
         """Optimised and buffered modes: BatchNorm folded into the convs before it, and
