@@ -241,19 +241,57 @@ def test_depthwise_routine_pads_inside_on_random_shapes(seed):
     graph = import_model(_depthwise_model(seed))
     x = _inputs(graph)
     ref = run_graph(graph, x)
+    for calls, out, cflags in _every_build(graph, x):
+        dw = [c for c in calls if c.routine is not None and c.routine.name == "rt_dwconv_f32"]
+        assert len(dw) == 7, [c.node for c in calls]
+        pads = [c.node for c in calls if c.routine is None and c.node.startswith("Pad")]
+        assert len(pads) == 1 and "'ps'" not in pads[0], pads   # only the shared one
+        for k in ref:
+            scale = float(np.max(np.abs(ref[k]))) or 1.0
+            np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5 * scale,
+                                       err_msg=f"{k} ({cflags})")
+
+
+def _every_build(graph, x):
+    """(the calls, the outputs on `x`, the flags) of `graph` compiled in each of BUILDS."""
     for cflags in BUILDS.values():
         module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": False})
         try:
-            calls = [c for k in module.kernels.values() for c in k.program.calls]
-            dw = [c for c in calls
-                  if c.routine is not None and c.routine.name == "rt_dwconv_f32"]
-            assert len(dw) == 7, [c.node for c in calls]
-            pads = [c.node for c in calls if c.routine is None and c.node.startswith("Pad")]
-            assert len(pads) == 1 and "'ps'" not in pads[0], pads   # only the shared one
-            out = module.run(x)
-            for k in ref:
-                scale = float(np.max(np.abs(ref[k]))) or 1.0
-                np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5 * scale,
-                                           err_msg=f"{k} ({cflags})")
+            yield [c for k in module.kernels.values() for c in k.program.calls], \
+                module.run(x), cflags
         finally:
             module.close()
+
+
+def _maxpool_model(seed: int) -> onnx.ModelProto:
+    """MaxPool layers of random shapes: windows 1-4 x 1-4, strides 1-3, pads below the
+    window, ceil_mode on and off, widths around the vector lengths."""
+    rng = np.random.default_rng(seed)
+    nodes, inputs, outputs = [], [], []
+    for i in range(6):
+        r, s = (int(v) for v in rng.integers(1, 5, 2))
+        sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+        pads = [int(rng.integers(0, r)), int(rng.integers(0, s)),
+                int(rng.integers(0, r)), int(rng.integers(0, s))]
+        h, w = int(rng.integers(r, 10)), int(rng.integers(s, 40))
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT,
+                                                    [1, int(rng.integers(1, 4)), h, w]))
+        nodes.append(helper.make_node("MaxPool", [f"x{i}"], [f"y{i}"], kernel_shape=[r, s],
+                                      strides=[sh, sw], pads=pads,
+                                      ceil_mode=int(rng.integers(0, 2))))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "maxpool", inputs, outputs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_maxpool_routine_on_random_shapes(seed):
+    """rt_maxpool_f32 equals the reference exactly (a max rounds nothing) in every build."""
+    graph = import_model(_maxpool_model(seed))
+    x = _inputs(graph)
+    ref = run_graph(graph, x)
+    for calls, out, cflags in _every_build(graph, x):
+        assert all(c.routine is not None and c.routine.name == "rt_maxpool_f32"
+                   for c in calls), [c.node for c in calls]
+        for k in ref:
+            np.testing.assert_array_equal(out[k], ref[k], err_msg=f"{k} ({cflags})")

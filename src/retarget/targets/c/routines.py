@@ -22,6 +22,9 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
     rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
                       the zero Pad the explicit-padding pass put before it done inside
                       (no padded copy): vectors along the output columns
+    rt_maxpool_f32    a 2-D MaxPool without dilation (its padding read as -inf), the same
+                      staging and vectors as rt_dwconv_f32 (whose arguments it takes); its
+                      carrier is the loop-nest lowering of the node itself
 
 Summation order differs from the reference's (as in every optimised c kernel): results are
 within the target's 1e-4 tolerance, not bit-identical.
@@ -39,7 +42,9 @@ from ...errors import GraphError
 from ...ir.graph import Node, Value
 from ...loopnest.ir import Binary, Const, Kernel, Load, Loop, Store, Tensor, aff
 from ...loopnest.register_tile import Scheduled
+from ...loopnest.ops import lower_node
 from ...loopnest.verify import verify_kernel
+from ...ops.pool import pool_window
 from ...ops.registry import resolve_attrs
 from ..aot.lower import Fused
 from ..aot.program import Call, Routine
@@ -75,6 +80,8 @@ ROUTINES = {
                                  ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
                                   "OW")),
 }
+ROUTINES["rt_maxpool_f32"] = RoutineSpec("rt_maxpool_f32", "dwconv_f32.c", 0,
+                                         ROUTINES["rt_dwconv_f32"].ints)
 DW_STAGE = 8192           # dwconv_f32.c RT_DW_STAGE: floats of a thread's staged rows
 DW_TAPS = 64              # dwconv_f32.c RT_DW_TAPS: at most R * S taps
 HEADER = "vec.h"
@@ -374,6 +381,30 @@ def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
                                              L.OH, L.OW, ep.act), floats)
 
 
+def _maxpool(node: Node) -> Fused | None:
+    """A 2-D float MaxPool without dilation or Indices output as one rt_maxpool_f32 call,
+    the node's own loop nest as its carrier; None for another node."""
+    if node.op != "MaxPool" or len(node.outputs) != 1 or len(node.inputs) != 1:
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    if not _float32(x, y) or len(x.type.shape) != 4:
+        return None
+    a = resolve_attrs(node)
+    win = pool_window("MaxPool", x.type.shape, a["kernel_shape"], a["strides"],
+                      a["dilations"], a["pads"], a["auto_pad"], a["ceil_mode"])
+    (r, s), (sh, sw), (oh, ow) = win.kernel, win.strides, win.out
+    if any(d != 1 for d in win.dilations) or not dw_fits(r, s, sw, ow) or \
+            tuple(y.type.shape[2:]) != (oh, ow):
+        return None
+    n, c, h, w = x.type.shape
+    kernel = lower_node(node)
+    verify_kernel(kernel)
+    pt, pl = win.pads_begin
+    return Fused((node,), Scheduled(kernel), Routine(
+        "rt_maxpool_f32", (0, -1, -1, -1, 1),
+        (n, c, h, w, pt, pl, r, s, sh, sw, oh, ow, ACT_NONE), (0.0, 0.0)))
+
+
 def plan_routines(region: Region) -> list[Fused]:
     """Every group of the region a routine runs (see the module docstring)."""
     consumers = _consumers(region)
@@ -383,6 +414,10 @@ def plan_routines(region: Region) -> list[Fused]:
     groups = []
     for node in region.nodes:
         if node.name in taken:
+            continue
+        pool = _maxpool(node)
+        if pool is not None:
+            groups.append(pool)
             continue
         layer = _layer(node)
         if layer is None:
@@ -425,11 +460,13 @@ def check_routine(call: Call) -> None:
         raise fail(f"arguments {r.ints} out of range")
     params = k.params
     if any(not -1 <= i < len(params) for i in r.operands) or r.operands[0] < 0 or \
-            r.operands[1] < 0 or r.operands[4] != len(params) - 1 or len(k.outputs) != 1:
+            r.operands[4] != len(params) - 1 or len(k.outputs) != 1:
         raise fail(f"operands {r.operands} do not name the kernel's {len(params)} tensors")
     x, wp, bias, res, y = (None if i < 0 else params[i] for i in r.operands)
     if any(t.dtype != "float32" for t in (x, wp, bias, res, y) if t is not None):
         raise fail("its tensors are float32")
+    if (r.name == "rt_maxpool_f32") != (wp is None):
+        raise fail("a max pool takes no weights; every other routine does")
     if r.name == "rt_conv_f32":
         n, c, hp, wd, kk, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
         if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss:
@@ -437,7 +474,7 @@ def check_routine(call: Call) -> None:
                        f"over {hp}x{wd}")
         xs, ys = n * c * hp * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * rr * ss * spec.block
-    elif r.name == "rt_dwconv_f32":
+    elif r.name in ("rt_dwconv_f32", "rt_maxpool_f32"):
         # every read is bounds-checked in the routine (the padding); what must hold is that
         # its staging buffer and tap table fit
         n, c, h, wd, pt, pl, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
@@ -446,6 +483,8 @@ def check_routine(call: Call) -> None:
                        f"into {oh}x{ow} outputs does not fit the routine")
         kk = c
         xs, ys, ws = n * c * h * wd, n * c * oh * ow, c * rr * ss
+        if r.name == "rt_maxpool_f32" and (act != ACT_NONE or bias or res):
+            raise fail("a max pool has no epilogue")
     else:
         n, c, h, wd, sh, sw, kk, oh, ow = (d[a] for a in spec.ints)
         if (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow or c > POINTWISE_MAX_CHANNELS:
