@@ -28,6 +28,7 @@ its best round: what a machine shared with other work can still compare fairly.
 Goals: float c <= 1.0x onnxruntime on one thread (bar 1.2x), <= 1.2x on all cores (bar 1.5x),
 never slower than the NumPy reference; int8 >= 1.5x faster than float c on ResNet-18/50 and
 within 1.5x of onnxruntime int8; ResNet-50 built in <= 30 s.
+Where the time goes inside the generated C, call by call: benchmarks/profile_aot_c.py.
 """
 from __future__ import annotations
 

@@ -114,8 +114,10 @@ def test_two_kernels_sharing_a_weight_share_its_packed_copy():
     x = Value("x", TensorType((1, 4, 6, 6), "float32"))
     w = constant("w", np.random.default_rng(0).standard_normal((16, 4, 3, 3)).astype(np.float32))
     a, b, y = Value("a"), Value("b"), Value("y")
-    g = infer_shapes(Graph([Node("Conv", "c1", [x, w], [a], {"pads": [1, 1, 1, 1]}),
-                            Node("Conv", "c2", [x, w], [b], {"pads": [1, 1, 1, 1]}),
+    # dilated: no routine of the c target takes them, so both are register-tiled nests
+    dil = {"pads": [2, 2, 2, 2], "dilations": [2, 2]}
+    g = infer_shapes(Graph([Node("Conv", "c1", [x, w], [a], dil),
+                            Node("Conv", "c2", [x, w], [b], dil),
                             Node("Add", "add", [a, b], [y])], [x], [y]))
     m = retarget.compile(g, "c", config={"cflags": "-O1 -std=c99", "openmp": False})
     try:

@@ -69,8 +69,9 @@ def test_cli_compile_to_c_then_run_check_the_artifact(tmp_path, capsys):
                      "--config", "cflags=-O1 -std=c99", "--config", "openmp=false"]) == 0
     text = capsys.readouterr().out
     assert "c_0: " in text and "kernels (optimized), arena " in text
-    # the packed weights and the register-tiled nests survive the artifact round trip
-    assert ".block16" in (out / "kernels" / "c_0" / "model.c").read_text()
+    # the routine calls and their packed weights survive the artifact round trip
+    assert "rt_conv_f32(" in (out / "kernels" / "c_0" / "model.c").read_text()
+    assert "__b32" in (out / "kernels" / "c_0" / "program.json").read_text()
     assert cli.main(["run", str(out), "--random", "--check"]) == 0
     text = capsys.readouterr().out
     assert "ok within rtol 0.0001" in text and "MISMATCH" not in text

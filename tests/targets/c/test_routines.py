@@ -1,13 +1,16 @@
 """The `c` target's hand-written routines (targets/c/kernels, targets/c/routines.py) against
 the NumPy reference on odd shapes: channel counts that leave a partial weight block, widths
 that leave a partial register tile, strided and non-square windows, 1x1 layers on both
-routines (with a partial group of positions), a depthwise layer, dense layers at batch > 1,
+routines (with a partial group of positions, at a stride, and with more channels than the
+pointwise panel holds), depthwise layers (random shapes, padding inside), dense layers at
+batch > 1,
 and every fused
 epilogue (bias, residual add, ReLU, Clip). Built with the vector extensions and with the
 portable C99 fallback (-DRT_PORTABLE); and the loop nest each fused call carries is checked
 through the interpreter."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import numpy as np
@@ -20,7 +23,7 @@ from retarget.frontend.onnx import import_model
 from retarget.loopnest.interp import run_kernel
 from retarget.passes.explicit_padding import explicit_padding
 from retarget.targets.base import Region
-from retarget.targets.c.routines import POINTWISE_MIN_POSITIONS, plan_routines
+from retarget.targets.c.routines import POINTWISE_MAX_CHANNELS, kernel_source, plan_routines
 from retarget.ops.reference import run_graph
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -56,15 +59,37 @@ def _layers_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Add", [inp("rb", [1, 33, 6, 6]), "cb"], ["sb"]))
     nodes.append(helper.make_node("Relu", ["sb"], ["yb"]))
     out("yb")
-    # 1x1 with enough positions for rt_pointwise_f32 (529: a partial group), Clip(0, 6)
+    # 1x1 on rt_pointwise_f32 (529 positions: a partial group), Clip(0, 0.5)
     nodes.append(helper.make_node("Conv", [inp("xc", [1, 7, 23, 23]), const("wc", [13, 7, 1, 1]),
                                            const("bc", [13])], ["cc"]))
     nodes.append(helper.make_node("Clip", ["cc", const("lo", []), const("hi", [])], ["yc"]))
     out("yc")
-    # 1x1 with few positions (rt_conv_f32 over the flattened positions), batch 2, no epilogue
+    # 1x1 on rt_pointwise_f32 at batch 2 (K = 70: a partial weight block), no epilogue
     nodes.append(helper.make_node("Conv", [inp("xd", [2, 6, 5, 5]), const("wd", [70, 6, 1, 1])],
                                   ["yd"]))
     out("yd")
+    # 1x1 at strides (2, 3) on rt_pointwise_f32 (its panel gathers the positions), with a
+    # residual add and ReLU
+    nodes.append(helper.make_node("Conv", [inp("xi", [1, 5, 9, 8]), const("wi", [25, 5, 1, 1]),
+                                           const("bi", [25])], ["ci"], strides=[2, 3]))
+    nodes.append(helper.make_node("Add", ["ci", inp("ri", [1, 25, 5, 3])], ["si"]))
+    nodes.append(helper.make_node("Relu", ["si"], ["yi"]))
+    out("yi")
+    # 1x1 with more input channels than a panel holds: rt_conv_f32 over the flattened
+    # positions
+    nodes.append(helper.make_node("Conv", [inp("xj", [1, POINTWISE_MAX_CHANNELS + 1, 3, 3]),
+                                           const("wj", [14, POINTWISE_MAX_CHANNELS + 1, 1, 1])],
+                                  ["yj"]))
+    out("yj")
+    # a residual block's join: two convs into one Add + ReLU; the first fuses them, the
+    # second still runs as a routine
+    nodes.append(helper.make_node("Conv", [inp("xk", [1, 3, 4, 4]), const("wk", [8, 3, 1, 1])],
+                                  ["ck"], strides=[2, 2]))
+    nodes.append(helper.make_node("Conv", [inp("xl", [1, 4, 4, 4]), const("wl", [8, 4, 3, 3])],
+                                  ["cl"], pads=[1, 1, 1, 1], strides=[2, 2]))
+    nodes.append(helper.make_node("Add", ["cl", "ck"], ["sk"]))
+    nodes.append(helper.make_node("Relu", ["sk"], ["yk"]))
+    out("yk")
     # a 5x3 window at strides (2, 1), no padding
     nodes.append(helper.make_node("Conv", [inp("xe", [1, 4, 9, 10]), const("we", [32, 4, 5, 3]),
                                            const("be", [32])], ["ye"], strides=[2, 1]))
@@ -102,7 +127,7 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         assert all(p.placement == "c" for p in module.report.nodes)
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
-        assert used.count("rt_pointwise_f32") == 1 and used.count("rt_conv_f32") == 6, used
+        assert used.count("rt_pointwise_f32") == 4 and used.count("rt_conv_f32") == 7, used
         assert used.count("rt_dwconv_f32") == 1, used
         # the epilogues were fused: no Relu, Add or Clip call is left
         assert not [c.node for c in calls if c.routine is None and "Conv" not in c.node
@@ -125,7 +150,7 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
     consts = {v.name: v.const for n in graph.nodes for v in n.inputs
               if v is not None and v.is_const}
     groups = plan_routines(region)
-    assert len(groups) == 8
+    assert len(groups) == 12
     for g in groups:
         k = g.scheduled.kernel         # a depthwise layer reads its weights unpacked
         arrays = {p.name: p.apply(consts[p.source]) for p in g.scheduled.relayouts}
@@ -136,8 +161,13 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
             np.testing.assert_allclose(y, values[name], rtol=1e-4, atol=1e-4, err_msg=name)
 
 
-def test_pointwise_threshold_is_what_the_docstring_says():
-    assert 23 * 23 >= POINTWISE_MIN_POSITIONS > 5 * 5
+def test_pointwise_channel_limit_is_what_the_kernel_holds():
+    """routines.py's limit is pointwise_f32.c's RT_PC (a panel of RT_PANEL floats holds
+    RT_PC channels of 32 positions)."""
+    src = kernel_source("pointwise_f32.c")
+    panel = int(re.search(r"#define RT_PANEL (\d+)", src).group(1))
+    assert "#define RT_PC (RT_PANEL / 32)" in src
+    assert POINTWISE_MAX_CHANNELS == panel // 32
 
 
 def test_every_build_of_the_routines_gives_the_same_bits():
@@ -156,3 +186,112 @@ def test_every_build_of_the_routines_gives_the_same_bits():
     for other in outs[1:]:
         for k in outs[0]:
             np.testing.assert_array_equal(other[k], outs[0][k], err_msg=k)
+
+
+def _depthwise_model(seed: int) -> onnx.ModelProto:
+    """Depthwise layers of random shapes side by side: widths around the 8- and 16-lane
+    vectors (a partial last vector, planes of one row), strides 1 to 3, square and
+    non-square windows, asymmetric pads (some wider than the window's reach), a residual add
+    and each activation. One of them pads a tensor another node also reads, so that its Pad
+    stays a node of its own."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, inputs, outputs = [], [], [], []
+    for i in range(6):
+        c = int(rng.integers(2, 6))        # group = C > 1: depthwise
+        h, w = int(rng.integers(1, 9)), int(rng.integers(1, 40))
+        r, s = (int(v) for v in rng.choice([1, 2, 3, 5, 7], 2))
+        sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+        pads = [int(v) for v in rng.integers(0, 4, 4)]
+        if h + pads[0] + pads[2] < r or w + pads[1] + pads[3] < s:
+            pads[2], pads[3] = r, s            # the window must fit the padded input
+        x, wt, b = f"x{i}", f"w{i}", f"b{i}"
+        inputs.append(helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, c, h, w]))
+        inits.append(numpy_helper.from_array(
+            rng.standard_normal((c, 1, r, s)).astype(np.float32), wt))
+        inits.append(numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), b))
+        nodes.append(helper.make_node("Conv", [x, wt, b], [f"c{i}"], group=c, pads=pads,
+                                      strides=[sh, sw]))
+        oh, ow = (h + pads[0] + pads[2] - r) // sh + 1, (w + pads[1] + pads[3] - s) // sw + 1
+        last = f"c{i}"
+        if i % 3 == 1:
+            inputs.append(helper.make_tensor_value_info(f"r{i}", TensorProto.FLOAT,
+                                                        [1, c, oh, ow]))
+            nodes.append(helper.make_node("Add", [last, f"r{i}"], [f"a{i}"]))
+            last = f"a{i}"
+        if i % 3 != 2:
+            nodes.append(helper.make_node("Relu", [last], [f"y{i}"]))
+            last = f"y{i}"
+        outputs.append(helper.make_tensor_value_info(last, TensorProto.FLOAT, None))
+    # a Pad whose result is also an output: it stays a node of its own
+    nodes.append(helper.make_node("Pad", ["xs", "pp"], ["ps"], mode="constant"))
+    nodes.append(helper.make_node("Conv", ["ps", "ws"], ["ys"], group=2))
+    inputs.append(helper.make_tensor_value_info("xs", TensorProto.FLOAT, [1, 2, 5, 6]))
+    inits.append(numpy_helper.from_array(np.array([0, 0, 1, 2, 0, 0, 1, 0], np.int64), "pp"))
+    inits.append(numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32),
+                                         "ws"))
+    outputs += [helper.make_tensor_value_info(v, TensorProto.FLOAT, None) for v in ("ps", "ys")]
+    g = helper.make_graph(nodes, "depthwise", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_depthwise_routine_pads_inside_on_random_shapes(seed):
+    """rt_dwconv_f32 against the NumPy reference on random shapes, in every build; the Pad
+    before each depthwise layer is folded into its call unless something else reads it."""
+    graph = import_model(_depthwise_model(seed))
+    x = _inputs(graph)
+    ref = run_graph(graph, x)
+    for calls, out, cflags in _every_build(graph, x):
+        dw = [c for c in calls if c.routine is not None and c.routine.name == "rt_dwconv_f32"]
+        assert len(dw) == 7, [c.node for c in calls]
+        pads = [c.node for c in calls if c.routine is None and c.node.startswith("Pad")]
+        assert len(pads) == 1 and "'ps'" not in pads[0], pads   # only the shared one
+        for k in ref:
+            scale = float(np.max(np.abs(ref[k]))) or 1.0
+            np.testing.assert_allclose(out[k], ref[k], rtol=1e-4, atol=1e-5 * scale,
+                                       err_msg=f"{k} ({cflags})")
+
+
+def _every_build(graph, x):
+    """(the calls, the outputs on `x`, the flags) of `graph` compiled in each of BUILDS."""
+    for cflags in BUILDS.values():
+        module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": False})
+        try:
+            yield [c for k in module.kernels.values() for c in k.program.calls], \
+                module.run(x), cflags
+        finally:
+            module.close()
+
+
+def _maxpool_model(seed: int) -> onnx.ModelProto:
+    """MaxPool layers of random shapes: windows 1-4 x 1-4, strides 1-3, pads below the
+    window, ceil_mode on and off, widths around the vector lengths."""
+    rng = np.random.default_rng(seed)
+    nodes, inputs, outputs = [], [], []
+    for i in range(6):
+        r, s = (int(v) for v in rng.integers(1, 5, 2))
+        sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+        pads = [int(rng.integers(0, r)), int(rng.integers(0, s)),
+                int(rng.integers(0, r)), int(rng.integers(0, s))]
+        h, w = int(rng.integers(r, 10)), int(rng.integers(s, 40))
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT,
+                                                    [1, int(rng.integers(1, 4)), h, w]))
+        nodes.append(helper.make_node("MaxPool", [f"x{i}"], [f"y{i}"], kernel_shape=[r, s],
+                                      strides=[sh, sw], pads=pads,
+                                      ceil_mode=int(rng.integers(0, 2))))
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "maxpool", inputs, outputs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_maxpool_routine_on_random_shapes(seed):
+    """rt_maxpool_f32 equals the reference exactly (a max rounds nothing) in every build."""
+    graph = import_model(_maxpool_model(seed))
+    x = _inputs(graph)
+    ref = run_graph(graph, x)
+    for calls, out, cflags in _every_build(graph, x):
+        assert all(c.routine is not None and c.routine.name == "rt_maxpool_f32"
+                   for c in calls), [c.node for c in calls]
+        for k in ref:
+            np.testing.assert_array_equal(out[k], ref[k], err_msg=f"{k} ({cflags})")

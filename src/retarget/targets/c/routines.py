@@ -13,12 +13,18 @@ checks its bindings and the interpreter can run it like any other kernel; the C 
 routine's (`routine_call`), which reads the same tensors in the same layouts:
 
     rt_conv_f32       packed wp[ceil(K/32)][C][R][S][32]: vectors along output channels,
-                      one input value broadcast per output column (any R, S, stride)
-    rt_pointwise_f32  packed wp[ceil(K/8)][C][8]: a 1x1 stride-1 layer as Y = W X with the
-                      vectors along the positions (contiguous in NCHW); chosen where a layer
-                      has at least POINTWISE_MIN_POSITIONS positions
-    rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S]:
-                      rows accumulated over the taps, columns innermost
+                      one input value broadcast per output position, a tile's positions
+                      along the flattened output map (any R, S, stride)
+    rt_pointwise_f32  packed wp[ceil(K/12)][C][12]: a 1x1 layer (any stride) of at most
+                      POINTWISE_MAX_CHANNELS inputs as Y = W X, the vectors along the
+                      output positions (contiguous in NCHW), over a per-thread panel of the
+                      inputs of a group of positions
+    rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
+                      the zero Pad the explicit-padding pass put before it done inside
+                      (no padded copy): vectors along the output columns
+    rt_maxpool_f32    a 2-D MaxPool without dilation (its padding read as -inf), the same
+                      staging and vectors as rt_dwconv_f32 (whose arguments it takes); its
+                      carrier is the loop-nest lowering of the node itself
 
 Summation order differs from the reference's (as in every optimised c kernel): results are
 within the target's 1e-4 tolerance, not bit-identical.
@@ -26,7 +32,7 @@ within the target's 1e-4 tolerance, not bit-identical.
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Sequence
 
@@ -36,7 +42,9 @@ from ...errors import GraphError
 from ...ir.graph import Node, Value
 from ...loopnest.ir import Binary, Const, Kernel, Load, Loop, Store, Tensor, aff
 from ...loopnest.register_tile import Scheduled
+from ...loopnest.ops import lower_node
 from ...loopnest.verify import verify_kernel
+from ...ops.pool import pool_window
 from ...ops.registry import resolve_attrs
 from ..aot.lower import Fused
 from ..aot.program import Call, Routine
@@ -46,10 +54,11 @@ from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
 from .routines_tflite import TFLITE_FILES, TFLITE_ROUTINES, tflite_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
-# A 1x1 stride-1 layer with at least this many output positions runs as rt_pointwise_f32
-# (measured on ResNet-50's layers: below it the partial position groups cost more than the
-# transposed stores of rt_conv_f32 save).
-POINTWISE_MIN_POSITIONS = 512
+# A 1x1 layer with at most this many input channels runs as rt_pointwise_f32 (pointwise_f32.c
+# RT_PC: what its panel holds); a wider one as rt_conv_f32 (measured on MobileNet v1's and
+# ResNet-50's 1x1 layers: the panel's GEMM is faster wherever it fits, most at few channels
+# or many positions, where rt_conv_f32's transposed stores cost most).
+POINTWISE_MAX_CHANNELS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +74,16 @@ class RoutineSpec:
 ROUTINES = {
     "rt_conv_f32": RoutineSpec("rt_conv_f32", "conv_f32.c", 32,
                                ("N", "C", "Hp", "Wp", "K", "R", "S", "sh", "sw", "OH", "OW")),
-    "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 8,
-                                    ("N", "C", "P", "K")),
+    "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 12,
+                                    ("N", "C", "H", "W", "sh", "sw", "K", "OH", "OW")),
     "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
-                                 ("N", "C", "Hp", "Wp", "R", "S", "sh", "sw", "OH", "OW")),
+                                 ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
+                                  "OW")),
 }
-DW_MAX_WIDTH = 4096       # dwconv_f32.c RT_DW_MAX_WIDTH: its row buffer
+ROUTINES["rt_maxpool_f32"] = RoutineSpec("rt_maxpool_f32", "dwconv_f32.c", 0,
+                                         ROUTINES["rt_dwconv_f32"].ints)
+DW_STAGE = 8192           # dwconv_f32.c RT_DW_STAGE: floats of a thread's staged rows
+DW_TAPS = 64              # dwconv_f32.c RT_DW_TAPS: at most R * S taps
 HEADER = "vec.h"
 
 
@@ -104,6 +117,11 @@ class Layer:
     OH: int
     OW: int
     depthwise: bool = False     # group = C = K: one R x S filter per channel, w [C, 1, R, S]
+    # a depthwise layer's zero Pad done by the routine: `x` is then the Pad's input, Hp x Wp
+    # its padded extent, pt / pl the rows above / columns left of it
+    pad: Node | None = None
+    pt: int = 0
+    pl: int = 0
 
 
 def _float32(*values: Value | None) -> bool:
@@ -131,7 +149,7 @@ def _layer(node: Node) -> Layer | None:
         sh, sw = (a.get("strides") or (1, 1))
         oh, ow = y.type.shape[2:]
         if (hp - r) // sh + 1 != oh or (wp - s) // sw + 1 != ow or (
-                depthwise and ow > DW_MAX_WIDTH):
+                depthwise and not dw_fits(r, s, sw, ow)):
             return None
         return Layer(node, x, w, b, False, False, n, c, hp, wp, k, r, s, sh, sw, oh, ow,
                      depthwise)
@@ -157,6 +175,43 @@ def _layer(node: Node) -> Layer | None:
     return None
 
 
+def dw_fits(R: int, S: int, sw: int, OW: int) -> bool:
+    """Whether rt_dwconv_f32's per-thread buffer holds R staged rows of this layer (at the
+    widest vector, 16 lanes: dwconv_f32.c rejects a wider one) and its R x S taps fit."""
+    phase = -(-OW // 16) * 16 + (S - 1) // sw
+    return R * sw * phase <= DW_STAGE and R * S <= DW_TAPS
+
+
+def _zero_spatial_pad(node: Node | None) -> tuple[int, int] | None:
+    """(rows above, columns left) of a constant-zero Pad of only the two spatial axes of a
+    4-D tensor by non-negative amounts (what explicit_padding writes); None for another."""
+    if node is None or node.op != "Pad" or len(node.inputs[0].type.shape) != 4:
+        return None
+    a = resolve_attrs(node)
+    pads, fill, axes = node.input(1), node.input(2), node.input(3)
+    if a["mode"] != "constant" or axes is not None or pads is None or not pads.is_const:
+        return None
+    if fill is not None and fill.type is not None and fill.type.numel > 0 and \
+            _const_scalar(fill) != 0.0:
+        return None
+    p = [int(v) for v in np.asarray(pads.const).reshape(-1)]
+    if len(p) != 8 or p[0] or p[1] or p[4] or p[5] or min(p) < 0:
+        return None
+    return p[2], p[3]
+
+
+def _with_pad(layer: Layer, producers: dict[str, Node], consumers,
+              region_outputs: set[str]) -> Layer:
+    """A depthwise `layer` with the zero Pad before it folded in (when nothing else reads the
+    padded tensor), else `layer`."""
+    pad = producers.get(layer.x.name)
+    amounts = _zero_spatial_pad(pad) if layer.depthwise else None
+    if amounts is None or _sole_reader(layer.x, consumers, region_outputs) is not layer.node \
+            or not _float32(pad.inputs[0]):
+        return layer
+    return replace(layer, x=pad.inputs[0], pad=pad, pt=amounts[0], pl=amounts[1])
+
+
 def _consumers(region: Region) -> dict[str, list[Node]]:
     out: dict[str, list[Node]] = {}
     for n in region.nodes:
@@ -166,7 +221,7 @@ def _consumers(region: Region) -> dict[str, list[Node]]:
     return out
 
 
-def _only_reader(v: Value, consumers, region_outputs: set[str]) -> Node | None:
+def _sole_reader(v: Value, consumers, region_outputs: set[str]) -> Node | None:
     readers = consumers.get(v.name, [])
     if len(readers) != 1 or v.name in region_outputs:
         return None
@@ -188,11 +243,19 @@ class Epilogue:
     hi: float
 
 
-def _epilogue(y: Value, consumers, region_outputs: set[str]) -> Epilogue:
+def _epilogue(y: Value, consumers, region_outputs: set[str],
+              taken: set[str] = frozenset()) -> Epilogue:
     """The Add (of a same-shaped float tensor) and Relu / Clip that follow `y` and that
-    nothing else reads in between."""
+    nothing else reads in between, none of them `taken` by another group already (a
+    residual block's Add is fused by whichever of its two convs comes first; the other
+    still runs as a routine, without it)."""
     nodes, residual, act, lo, hi = [], None, ACT_NONE, 0.0, 0.0
-    nxt = _only_reader(y, consumers, region_outputs)
+
+    def free_reader(v: Value) -> Node | None:
+        n = _sole_reader(v, consumers, region_outputs)
+        return None if n is None or n.name in taken else n
+
+    nxt = free_reader(y)
     if nxt is not None and nxt.op == "Add" and len(nxt.inputs) == 2:
         a, b = nxt.inputs
         other = b if a is y else a
@@ -201,7 +264,7 @@ def _epilogue(y: Value, consumers, region_outputs: set[str]) -> Epilogue:
                 and _float32(other, out) and out.type.shape == y.type.shape):
             nodes.append(nxt)
             residual, y = other, out
-            nxt = _only_reader(y, consumers, region_outputs)
+            nxt = free_reader(y)
     if nxt is not None and nxt.op == "Relu" and _float32(nxt.outputs[0]):
         nodes.append(nxt)
         act = ACT_RELU
@@ -237,7 +300,8 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
         return (n, k) if L.dense else (n, k, oh, ow)
 
     def xi(n, c, oh, ow, r, s):
-        return (n, c) if L.dense else (n, c, aff(oh) * L.sh + aff(r), aff(ow) * L.sw + aff(s))
+        return (n, c) if L.dense else (n, c, aff(oh) * L.sh + aff(r) - L.pt,
+                                       aff(ow) * L.sw + aff(s) - L.pl)
 
     out_axes = [("n", L.N), ("k", L.K)] + ([] if L.dense else [("oh", L.OH), ("ow", L.OW)])
 
@@ -260,7 +324,8 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
         extent = block if kb == "kb" else tail
         k = aff("kb") * block + aff("ki") if kb == "kb" else aff("ki") + base
         if L.depthwise:    # channel kb reads its own input channel and filter
-            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")]),
+            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")],
+                                    0.0 if L.pad is not None else None),
                           Load(wp[("kb", 0, "r", "s")]))
         else:
             term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")]),
@@ -291,55 +356,86 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
     return k
 
 
+def _pointwise(L: Layer) -> bool:
+    """Whether rt_pointwise_f32 runs the layer (see POINTWISE_MAX_CHANNELS)."""
+    return (not L.dense and not L.depthwise and L.R == L.S == 1
+            and L.C <= POINTWISE_MAX_CHANNELS)
+
+
 def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
     L = layer
     names = [t.name for t in kernel.params]
     bias = names.index(L.bias.name) if L.bias is not None else -1
     res = names.index(ep.residual.name) if ep.residual is not None else -1
     operands = (0, 1, bias, res, len(names) - 1)
-    pointwise = (not L.dense and L.R == L.S == L.sh == L.sw == 1
-                 and L.OH * L.OW >= POINTWISE_MIN_POSITIONS)
+    pointwise = _pointwise(L)
     floats = (ep.lo, ep.hi) if ep.act == ACT_CLIP else (0.0, 0.0)
     if L.depthwise:
-        return Routine("rt_dwconv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.R, L.S, L.sh, L.sw,
-                                                   L.OH, L.OW, ep.act), floats)
+        h, w = L.x.type.shape[2:]
+        return Routine("rt_dwconv_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh,
+                                                   L.sw, L.OH, L.OW, ep.act), floats)
     if pointwise:
-        return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.OH * L.OW, L.K, ep.act),
-                       floats)
-    if L.R == L.S == L.sh == L.sw == 1 and L.Hp * L.Wp == L.OH * L.OW:
-        # a 1x1 stride-1 layer: its positions as one row, so tiles run across the rows
-        return Routine("rt_conv_f32", operands, (L.N, L.C, 1, L.OH * L.OW, L.K, 1, 1, 1, 1, 1,
-                                                 L.OH * L.OW, ep.act), floats)
+        return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.sh, L.sw, L.K,
+                                                      L.OH, L.OW, ep.act), floats)
     return Routine("rt_conv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.K, L.R, L.S, L.sh, L.sw,
                                              L.OH, L.OW, ep.act), floats)
+
+
+def _maxpool(node: Node) -> Fused | None:
+    """A 2-D float MaxPool without dilation or Indices output as one rt_maxpool_f32 call,
+    the node's own loop nest as its carrier; None for another node."""
+    if node.op != "MaxPool" or len(node.outputs) != 1 or len(node.inputs) != 1:
+        return None
+    x, y = node.inputs[0], node.outputs[0]
+    if not _float32(x, y) or len(x.type.shape) != 4:
+        return None
+    a = resolve_attrs(node)
+    win = pool_window("MaxPool", x.type.shape, a["kernel_shape"], a["strides"],
+                      a["dilations"], a["pads"], a["auto_pad"], a["ceil_mode"])
+    (r, s), (sh, sw), (oh, ow) = win.kernel, win.strides, win.out
+    if any(d != 1 for d in win.dilations) or not dw_fits(r, s, sw, ow) or \
+            tuple(y.type.shape[2:]) != (oh, ow):
+        return None
+    n, c, h, w = x.type.shape
+    kernel = lower_node(node)
+    verify_kernel(kernel)
+    pt, pl = win.pads_begin
+    return Fused((node,), Scheduled(kernel), Routine(
+        "rt_maxpool_f32", (0, -1, -1, -1, 1),
+        (n, c, h, w, pt, pl, r, s, sh, sw, oh, ow, ACT_NONE), (0.0, 0.0)))
 
 
 def plan_routines(region: Region) -> list[Fused]:
     """Every group of the region a routine runs (see the module docstring)."""
     consumers = _consumers(region)
     outputs = {v.name for v in region.outputs}
+    producers = {v.name: n for n in region.nodes for v in n.outputs}
     taken: set[str] = set()
     groups = []
     for node in region.nodes:
         if node.name in taken:
             continue
+        pool = _maxpool(node)
+        if pool is not None:
+            groups.append(pool)
+            continue
         layer = _layer(node)
         if layer is None:
             continue
-        ep = _epilogue(node.outputs[0], consumers, outputs)
+        layer = _with_pad(layer, producers, consumers, outputs)
+        ep = _epilogue(node.outputs[0], consumers, outputs, taken)
         if ep.residual is not None and ep.residual.name == layer.x.name:
             ep = Epilogue((), None, ACT_NONE, 0.0, 0.0)
         out = (ep.nodes[-1] if ep.nodes else node).outputs[0]
-        pointwise = (not layer.dense and layer.R == layer.S == layer.sh == layer.sw == 1
-                     and layer.OH * layer.OW >= POINTWISE_MIN_POSITIONS)
-        block = ROUTINES["rt_pointwise_f32" if pointwise else "rt_conv_f32"].block
+        block = ROUTINES["rt_pointwise_f32" if _pointwise(layer) else "rt_conv_f32"].block
         packed = BlockPacking(f"{layer.w.name}__b{block}{'t' if layer.transpose else ''}",
                               layer.w.name, block, layer.transpose)
         k = carrier(layer, packed, ep, out, block)
         relayouts = () if layer.depthwise else (packed,)
-        groups.append(Fused((node,) + ep.nodes, Scheduled(k, relayouts),
+        pad = () if layer.pad is None else (layer.pad,)
+        groups.append(Fused(pad + (node,) + ep.nodes, Scheduled(k, relayouts),
                             _routine(layer, ep, k)))
-        taken.update(n.name for n in ep.nodes)
+        taken.update(n.name for n in pad + ep.nodes)
     return groups
 
 
@@ -359,15 +455,18 @@ def check_routine(call: Call) -> None:
         raise fail("wrong number of arguments")
     d = dict(zip(spec.ints, r.ints))
     act = r.ints[-1]
-    if act not in (ACT_NONE, ACT_RELU, ACT_CLIP) or any(v < 1 for v in r.ints[:-1]):
+    if act not in (ACT_NONE, ACT_RELU, ACT_CLIP) or any(
+            v < (0 if a in ("pt", "pl") else 1) for a, v in d.items()):
         raise fail(f"arguments {r.ints} out of range")
     params = k.params
     if any(not -1 <= i < len(params) for i in r.operands) or r.operands[0] < 0 or \
-            r.operands[1] < 0 or r.operands[4] != len(params) - 1 or len(k.outputs) != 1:
+            r.operands[4] != len(params) - 1 or len(k.outputs) != 1:
         raise fail(f"operands {r.operands} do not name the kernel's {len(params)} tensors")
     x, wp, bias, res, y = (None if i < 0 else params[i] for i in r.operands)
     if any(t.dtype != "float32" for t in (x, wp, bias, res, y) if t is not None):
         raise fail("its tensors are float32")
+    if (r.name == "rt_maxpool_f32") != (wp is None):
+        raise fail("a max pool takes no weights; every other routine does")
     if r.name == "rt_conv_f32":
         n, c, hp, wd, kk, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
         if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss:
@@ -375,17 +474,24 @@ def check_routine(call: Call) -> None:
                        f"over {hp}x{wd}")
         xs, ys = n * c * hp * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * rr * ss * spec.block
-    elif r.name == "rt_dwconv_f32":
-        n, c, hp, wd, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
-        if (hp - rr) // sh + 1 != oh or (wd - ss) // sw + 1 != ow or hp < rr or wd < ss or \
-                ow > DW_MAX_WIDTH:
-            raise fail(f"output {oh}x{ow} is not a {rr}x{ss} window at strides {sh}, {sw} "
-                       f"over {hp}x{wd}")
+    elif r.name in ("rt_dwconv_f32", "rt_maxpool_f32"):
+        # every read is bounds-checked in the routine (the padding); what must hold is that
+        # its staging buffer and tap table fit
+        n, c, h, wd, pt, pl, rr, ss, sh, sw, oh, ow = (d[a] for a in spec.ints)
+        if not dw_fits(rr, ss, sw, ow):
+            raise fail(f"a {rr}x{ss} window at strides {sh}, {sw} padded by ({pt}, {pl}) "
+                       f"into {oh}x{ow} outputs does not fit the routine")
         kk = c
-        xs, ys, ws = n * c * hp * wd, n * c * oh * ow, c * rr * ss
+        xs, ys, ws = n * c * h * wd, n * c * oh * ow, c * rr * ss
+        if r.name == "rt_maxpool_f32" and (act != ACT_NONE or bias or res):
+            raise fail("a max pool has no epilogue")
     else:
-        n, c, p, kk = (d[a] for a in spec.ints)
-        xs, ys = n * c * p, n * kk * p
+        n, c, h, wd, sh, sw, kk, oh, ow = (d[a] for a in spec.ints)
+        if (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow or c > POINTWISE_MAX_CHANNELS:
+            raise fail(f"output {oh}x{ow} is not a 1x1 window at strides {sh}, {sw} over "
+                       f"{h}x{wd}, or {c} channels exceed its panel's "
+                       f"{POINTWISE_MAX_CHANNELS}")
+        xs, ys = n * c * h * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * spec.block
     sizes = [(x, xs), (wp, ws), (y, ys), (res, ys)]
     if any(t is not None and t.size != size for t, size in sizes) or (
@@ -429,6 +535,6 @@ def routine_sources(names: Sequence[str]) -> str:
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 
-__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MIN_POSITIONS",
-           "ROUTINES", "RoutineSpec", "carrier", "check_routine", "kernel_source",
+__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MAX_CHANNELS",
+           "ROUTINES", "RoutineSpec", "carrier", "check_routine", "dw_fits", "kernel_source",
            "plan_routines", "routine_call", "routine_sources"]

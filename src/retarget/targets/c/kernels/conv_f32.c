@@ -6,10 +6,13 @@
 
    The weights are packed once at build time into blocks of RT_KB output channels, the block
    innermost: wp[ceil(K/RT_KB)][C][R][S][RT_KB], zero past K. A register tile is RT_KB output
-   channels (RT_KB/RT_VL vectors) by T <= RT_TMAX output columns of one row: each step loads
-   the next RT_KB weights (contiguous) and broadcasts one input value per column, so the
-   T x RT_KB accumulators stay in registers for the whole reduction. Tiles are spread over
-   threads by (channel block, output row). A dense layer is the case H = W = R = S = 1. */
+   channels (RT_KB/RT_VL vectors) by T <= RT_TMAX output positions: each step loads the next
+   RT_KB weights (contiguous) and broadcasts one input value per position, so the T x RT_KB
+   accumulators stay in registers for the whole reduction. A tile's positions run along the
+   flattened OH x OW map (each position's input window at its own offset `off`), so that on
+   narrow maps (7 or 14 columns) tiles do not stop at the end of a row with a few columns
+   left: 49 positions are 4 tiles of 12 and one of 1, not 7 tiles of 7. Tiles are spread
+   over threads by (channel block, tile). A dense layer is the case H = W = R = S = 1. */
 #define RT_KB 32
 #if RT_VL >= 16
 #define RT_TMAX 12
@@ -19,13 +22,17 @@
 #define RT_NV (RT_KB / RT_VL)
 
 RT_INLINE void
-rt_conv_f32_tile(const float *restrict x, const float *restrict wb, float *restrict tile,
-                 int C, ptrdiff_t HpWp, int Wp, int R, int S, int sw, int T)
+rt_conv_f32_tile(const float *restrict x, const ptrdiff_t *restrict off,
+                 const float *restrict wb, float *restrict tile, int C, ptrdiff_t HpWp, int Wp,
+                 int R, int S, int T)
 {
     rt_vf acc[RT_TMAX][RT_NV];
+    ptrdiff_t o[RT_TMAX];
     int c, r, s, j, v;
-    for (j = 0; j < T; j++)
+    for (j = 0; j < T; j++) {
+        o[j] = off[j];
         for (v = 0; v < RT_NV; v++) acc[j][v] = rt_vbcast(0.0f);
+    }
     for (c = 0; c < C; c++) {
         const float *xc = x + c * HpWp;
         for (r = 0; r < R; r++) {
@@ -35,7 +42,7 @@ rt_conv_f32_tile(const float *restrict x, const float *restrict wb, float *restr
                 for (v = 0; v < RT_NV; v++) w[v] = rt_vload(wb + v * RT_VL);
                 wb += RT_KB;
                 for (j = 0; j < T; j++) {
-                    float xv = xr[s + j * sw];
+                    float xv = xr[s + o[j]];
                     for (v = 0; v < RT_NV; v++) acc[j][v] = rt_vfma(acc[j][v], w[v], xv);
                 }
             }
@@ -50,42 +57,43 @@ static void rt_conv_f32(const float *restrict x, const float *restrict wp,
                         float *restrict y, int N, int C, int Hp, int Wp, int K, int R, int S,
                         int sh, int sw, int OH, int OW, int act, float lo, float hi)
 {
-    int blocks = (K + RT_KB - 1) / RT_KB;
+    int blocks = (K + RT_KB - 1) / RT_KB, P = OH * OW, tiles = (P + RT_TMAX - 1) / RT_TMAX;
     int n;
     for (n = 0; n < N; n++) {
         const float *xn = x + (ptrdiff_t)n * C * Hp * Wp;
-        const float *rn = res ? res + (ptrdiff_t)n * K * OH * OW : 0;
-        float *yn = y + (ptrdiff_t)n * K * OH * OW;
-        int kb, oh;
+        const float *rn = res ? res + (ptrdiff_t)n * K * P : 0;
+        float *yn = y + (ptrdiff_t)n * K * P;
+        int kb, t;
         RT_PARALLEL_FOR2
         for (kb = 0; kb < blocks; kb++)
-            for (oh = 0; oh < OH; oh++) {
+            for (t = 0; t < tiles; t++) {
                 RT_ALIGN64 float tile[RT_TMAX * RT_KB];
+                ptrdiff_t off[RT_TMAX];
                 const float *wb = wp + (ptrdiff_t)kb * C * R * S * RT_KB;
-                const float *xrow = xn + (ptrdiff_t)oh * sh * Wp;
-                int ow, l, j;
-                for (ow = 0; ow < OW; ow += RT_TMAX) {
-                    int T = OW - ow < RT_TMAX ? OW - ow : RT_TMAX;
-                    const float *xt = xrow + (ptrdiff_t)ow * sw;
-                    switch (T) {   /* a constant T per case: the tile's loops unroll */
-#define RT_CONV_CASE(t) case t: rt_conv_f32_tile(xt, wb, tile, C, (ptrdiff_t)Hp * Wp, Wp, R, S, sw, t); break;
-                    RT_CONV_CASE(1) RT_CONV_CASE(2) RT_CONV_CASE(3)
+                int p0 = t * RT_TMAX, T = P - p0 < RT_TMAX ? P - p0 : RT_TMAX;
+                int oh = p0 / OW, ow = p0 % OW, l, j;
+                for (j = 0; j < T; j++) {     /* where each position's window starts */
+                    off[j] = (ptrdiff_t)oh * sh * Wp + (ptrdiff_t)ow * sw;
+                    if (++ow == OW) { ow = 0; oh++; }
+                }
+                switch (T) {   /* a constant T per case: the tile's loops unroll */
+#define RT_CONV_CASE(t) case t: rt_conv_f32_tile(xn, off, wb, tile, C, (ptrdiff_t)Hp * Wp, Wp, R, S, t); break;
+                RT_CONV_CASE(1) RT_CONV_CASE(2) RT_CONV_CASE(3)
 #if RT_TMAX > 3
-                    RT_CONV_CASE(4) RT_CONV_CASE(5) RT_CONV_CASE(6) RT_CONV_CASE(7)
-                    RT_CONV_CASE(8) RT_CONV_CASE(9) RT_CONV_CASE(10) RT_CONV_CASE(11)
-                    RT_CONV_CASE(12)
+                RT_CONV_CASE(4) RT_CONV_CASE(5) RT_CONV_CASE(6) RT_CONV_CASE(7)
+                RT_CONV_CASE(8) RT_CONV_CASE(9) RT_CONV_CASE(10) RT_CONV_CASE(11)
+                RT_CONV_CASE(12)
 #endif
 #undef RT_CONV_CASE
-                    }
-                    for (l = 0; l < RT_KB && kb * RT_KB + l < K; l++) {
-                        int k = kb * RT_KB + l;
-                        ptrdiff_t o = (ptrdiff_t)k * OH * OW + (ptrdiff_t)oh * OW + ow;
-                        float b = bias ? bias[k] : 0.0f;
-                        for (j = 0; j < T; j++) {
-                            float v = b + tile[j * RT_KB + l];
-                            if (rn) v = v + rn[o + j];
-                            yn[o + j] = rt_act(v, act, lo, hi);
-                        }
+                }
+                for (l = 0; l < RT_KB && kb * RT_KB + l < K; l++) {
+                    int k = kb * RT_KB + l;
+                    ptrdiff_t o = (ptrdiff_t)k * P + p0;
+                    float b = bias ? bias[k] : 0.0f;
+                    for (j = 0; j < T; j++) {
+                        float v = b + tile[j * RT_KB + l];
+                        if (rn) v = v + rn[o + j];
+                        yn[o + j] = rt_act(v, act, lo, hi);
                     }
                 }
             }

@@ -1,77 +1,120 @@
-/* rt_pointwise_f32: a 1x1, stride-1 convolution as the matrix product it is in NCHW,
-   Y[K][P] = W[K][C] X[C][P] over the P = H*W positions, with the same fused epilogue as
-   rt_conv_f32 (bias, residual add, activation):
+/* rt_pointwise_f32: a 1x1 convolution (any stride) as the matrix product it is,
+   Y[K][P] = W[K][C] X[C][P] over the P = OH*OW output positions, with the same fused
+   epilogue as rt_conv_f32 (bias, residual add, activation):
 
-     y[n, k, p] = act(bias[k] + sum_c x[n, c, p] * w[k, c] + res[n, k, p])
+     y[n, k, p] = act(bias[k] + sum_c x[n, c, oh*sh, ow*sw] * w[k, c] + res[n, k, p])
+                  where p = oh * OW + ow
 
-   Here the vectors run along the positions (contiguous in NCHW, in the input and the output)
-   and the weights are broadcast: packed wp[ceil(K/RT_PB)][C][RT_PB], zero past K. A tile is
-   RT_PB output channels by RT_PV vectors of positions; a last, partial group of positions goes
-   through a zero-padded copy. Better than rt_conv_f32 where P is large (no transposed stores);
-   the code generator picks it for 1x1 stride-1 layers with many positions. */
-#define RT_PB 8
+   The vectors run along the positions, so the output rows (contiguous in NCHW) are stored
+   whole, epilogue and all; the weights are broadcast from wp[ceil(K/RT_PB)][C][RT_PB], packed
+   at build time, zero past K. For a group of RT_PW positions a thread first copies their
+   inputs into a panel [C][RT_PW] (zero past P; at stride > 1 this gathers them), which then
+   streams from L1/L2 for every block of output channels instead of being re-read from RT_PW-
+   float pieces of C rows far apart. A tile is RT_PB output channels by RT_PV vectors of
+   positions, summing the channels in order (one summation order per lane, whatever the
+   vector width). C <= RT_PC: a panel holds every channel (routines.py sends larger layers
+   to rt_conv_f32). Threads split the (position group, channel block) pairs, each thread
+   packing a group's panel once for its consecutive blocks. */
+#define RT_PB 12              /* output channels per packed weight block (routines.py) */
 #if RT_VL >= 16
-#define RT_PV 3
+#define RT_PV 2               /* 12 x 2 accumulators: 24 of AVX-512's 32 registers */
 #else
-#define RT_PV 1
+#define RT_PV 1               /* 12 of AVX2's 16 */
 #endif
 #define RT_PW (RT_PV * RT_VL)
+#define RT_PANEL 16384        /* floats of a thread's panel */
+#define RT_PC (RT_PANEL / 32)  /* the channels a panel holds at the widest RT_PW */
+typedef char rt_pw_panel_holds_rt_pc[RT_PW <= 32 ? 1 : -1];
 
-RT_INLINE void
-rt_pointwise_f32_tile(const float *restrict x, const float *restrict wb,
-                      const float *restrict bias, const float *restrict res,
-                      float *restrict y, int C, int P, int k0, int K, int p0, int np,
-                      int act, float lo, float hi)
+/* Positions p0 .. p0 + np - 1 of the C channels into the panel, zero past np. */
+RT_INLINE void rt_pw_pack(const float *restrict x, float *restrict panel, int C, ptrdiff_t HW,
+                          int W, int sh, int sw, int OW, int p0, int np)
 {
-    rt_vf acc[RT_PB][RT_PV];
-    RT_ALIGN64 float buf[RT_PW];
-    int c, i, v, j;
-    for (i = 0; i < RT_PB; i++)
-        for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vbcast(0.0f);
+    int c, j;
     for (c = 0; c < C; c++) {
-        const float *xc = x + (ptrdiff_t)c * P + p0;
-        rt_vf xv[RT_PV];
-        if (np == RT_PW) {
-            for (v = 0; v < RT_PV; v++) xv[v] = rt_vload(xc + v * RT_VL);
+        const float *xc = x + c * HW;
+        float *d = panel + c * RT_PW;
+        if (sh == 1 && sw == 1) {      /* the positions are the input's, contiguous */
+            memcpy(d, xc + p0, (size_t)np * sizeof(float));
         } else {
-            memset(buf, 0, sizeof buf);
-            memcpy(buf, xc, (size_t)np * sizeof(float));
-            for (v = 0; v < RT_PV; v++) xv[v] = rt_vload(buf + v * RT_VL);
+            int oh = p0 / OW, ow = p0 % OW;
+            for (j = 0; j < np; j++) {
+                d[j] = xc[(ptrdiff_t)oh * sh * W + (ptrdiff_t)ow * sw];
+                if (++ow == OW) { ow = 0; oh++; }
+            }
         }
+        for (j = np; j < RT_PW; j++) d[j] = 0.0f;
+    }
+}
+
+RT_INLINE void rt_pw_tile(const float *restrict panel, const float *restrict wb,
+                          rt_vf acc[RT_PB][RT_PV], int C)
+{
+    int c, i, v;
+    for (c = 0; c < C; c++) {
+        rt_vf xv[RT_PV];
+        for (v = 0; v < RT_PV; v++) xv[v] = rt_vload(panel + c * RT_PW + v * RT_VL);
         for (i = 0; i < RT_PB; i++)
             for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vfma(acc[i][v], xv[v], wb[i]);
         wb += RT_PB;
-    }
-    for (i = 0; i < RT_PB && k0 + i < K; i++) {
-        ptrdiff_t o = (ptrdiff_t)(k0 + i) * P + p0;
-        float b = bias ? bias[k0 + i] : 0.0f;
-        for (v = 0; v < RT_PV; v++) rt_vstore(buf + v * RT_VL, acc[i][v]);
-        for (j = 0; j < np; j++) {
-            float t = b + buf[j];
-            if (res) t = t + res[o + j];
-            y[o + j] = rt_act(t, act, lo, hi);
-        }
     }
 }
 
 static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
                              const float *restrict bias, const float *restrict res,
-                             float *restrict y, int N, int C, int P, int K, int act, float lo,
-                             float hi)
+                             float *restrict y, int N, int C, int H, int W, int sh, int sw,
+                             int K, int OH, int OW, int act, float lo, float hi)
 {
-    int blocks = (K + RT_PB - 1) / RT_PB, groups = (P + RT_PW - 1) / RT_PW;
+    int P = OH * OW, blocks = (K + RT_PB - 1) / RT_PB, groups = (P + RT_PW - 1) / RT_PW;
     int n;
     for (n = 0; n < N; n++) {
-        const float *xn = x + (ptrdiff_t)n * C * P;
+        const float *xn = x + (ptrdiff_t)n * C * H * W;
         const float *rn = res ? res + (ptrdiff_t)n * K * P : 0;
         float *yn = y + (ptrdiff_t)n * K * P;
-        int kb, g;
-        RT_PARALLEL_FOR2
-        for (kb = 0; kb < blocks; kb++)
-            for (g = 0; g < groups; g++) {
-                int np = P - g * RT_PW < RT_PW ? P - g * RT_PW : RT_PW;
-                rt_pointwise_f32_tile(xn, wp + (ptrdiff_t)kb * C * RT_PB, bias, rn, yn, C, P,
-                                      kb * RT_PB, K, g * RT_PW, np, act, lo, hi);
-            }
+#ifdef _OPENMP
+#pragma omp parallel
+#endif
+        {
+            RT_ALIGN64 float panel[RT_PANEL];
+            RT_ALIGN64 float out[RT_PW];
+            int packed = -1;                 /* the group whose channels 0.. the panel holds */
+            int g, kb;
+#ifdef _OPENMP
+#pragma omp for collapse(2) schedule(static)
+#endif
+            for (g = 0; g < groups; g++)
+                for (kb = 0; kb < blocks; kb++) {
+                    int p0 = g * RT_PW, np = P - p0 < RT_PW ? P - p0 : RT_PW;
+                    int i, v, j;
+                    rt_vf acc[RT_PB][RT_PV];
+                    if (packed != g) {
+                        rt_pw_pack(xn, panel, C, (ptrdiff_t)H * W, W, sh, sw, OW, p0, np);
+                        packed = g;
+                    }
+                    for (i = 0; i < RT_PB; i++)
+                        for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vbcast(0.0f);
+                    rt_pw_tile(panel, wp + (ptrdiff_t)kb * C * RT_PB, acc, C);
+                    for (i = 0; i < RT_PB && kb * RT_PB + i < K; i++) {
+                        int k = kb * RT_PB + i;
+                        ptrdiff_t o = (ptrdiff_t)k * P + p0;
+                        rt_vf b = rt_vbcast(bias ? bias[k] : 0.0f);
+                        for (v = 0; v < RT_PV; v++) {
+                            /* the epilogue, as rt_conv_f32's: bias + sum, + res, act */
+                            rt_vf t = rt_vadd(b, acc[i][v]);
+                            if (np < RT_PW) {
+                                rt_vstore(out + v * RT_VL, t);
+                                continue;
+                            }
+                            if (rn) t = rt_vadd(t, rt_vload(rn + o + v * RT_VL));
+                            rt_vstore(yn + o + v * RT_VL, rt_vact(t, act, lo, hi));
+                        }
+                        for (j = 0; j < (np < RT_PW ? np : 0); j++) {  /* a partial group */
+                            float t = out[j];
+                            if (rn) t = t + rn[o + j];
+                            yn[o + j] = rt_act(t, act, lo, hi);
+                        }
+                    }
+                }
+        }
     }
 }

@@ -70,3 +70,29 @@ static inline float rt_act(float v, int act, float lo, float hi)
     if (act == RT_ACT_CLIP) { v = lo > v ? lo : v; return hi < v ? hi : v; }
     return v;
 }
+/* rt_act on every lane (the same comparisons, so the same bits, NaN and -0 included), and
+   the loop-nest IR's max (b where strictly larger): with vector extensions a lane mask
+   selects b where it is strictly larger / smaller. */
+#if RT_VECTOR_EXTENSIONS
+RT_INLINE rt_vf rt_vsel(rt_vi take_b, rt_vf a, rt_vf b)
+{ return (rt_vf)(((rt_vi)a & ~take_b) | ((rt_vi)b & take_b)); }
+RT_INLINE rt_vf rt_vmax(rt_vf a, rt_vf b) { return rt_vsel(b > a, a, b); }
+RT_INLINE rt_vf rt_vact(rt_vf v, int act, float lo, float hi)
+{
+    rt_vf z = rt_vbcast(0.0f), l = rt_vbcast(lo), h = rt_vbcast(hi);
+    if (act == RT_ACT_RELU) return rt_vsel(z > v, v, z);
+    if (act == RT_ACT_CLIP) { v = rt_vsel(l > v, v, l); return rt_vsel(h < v, v, h); }
+    return v;
+}
+#else
+static inline rt_vf rt_vmax(rt_vf a, rt_vf b)
+{ int l; for (l = 0; l < RT_VL; l++) a.v[l] = b.v[l] > a.v[l] ? b.v[l] : a.v[l]; return a; }
+static inline rt_vf rt_vact(rt_vf v, int act, float lo, float hi)
+{ int l; for (l = 0; l < RT_VL; l++) v.v[l] = rt_act(v.v[l], act, lo, hi); return v; }
+#endif
+static inline rt_vf rt_vadd(rt_vf a, rt_vf b)
+#if RT_VECTOR_EXTENSIONS
+{ return a + b; }
+#else
+{ int l; for (l = 0; l < RT_VL; l++) a.v[l] += b.v[l]; return a; }
+#endif

@@ -1,0 +1,129 @@
+"""Where the generated C of a zoo network spends its time, call by call: the `c` target's
+model.c with a clock read after every call of model_run, built as a standalone program, run
+`--runs` times; each call keeps its best time.
+
+    python benchmarks/profile_aot_c.py --net mobilenet_v1 [--size 224] [--runs 20]
+                                       [--threads 1] [--top 25] [--cflags "-O3 ..."]
+
+Prints the slowest calls (ms, share of the sum, the call's comment from model.c: op, node and
+what is fused into it) and the sum per leading op. The sum of best times is a lower bound of
+one inference (no run has every call at its best), which makes it steadier than a whole run
+on a shared machine; compare variants in alternation, and report the load average.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import retarget
+from retarget import zoo
+from retarget.frontend.onnx import import_model
+
+_TIMER = r'''
+#include <time.h>
+static double rt_prof_best[4096], rt_prof_last;
+static double rt_prof_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+static void rt_prof_mark(int i)   /* call i-1 ended now */
+{
+    double now = rt_prof_now();
+    if (i > 0 && (rt_prof_best[i - 1] == 0 || now - rt_prof_last < rt_prof_best[i - 1]))
+        rt_prof_best[i - 1] = now - rt_prof_last;
+    rt_prof_last = now;
+}
+double rt_prof_get(int i) { return rt_prof_best[i]; }
+'''
+
+_MAIN = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model.h"
+double rt_prof_get(int i);
+static void *zeroed(size_t n)
+{
+    void *p = aligned_alloc(64, (n + 63) / 64 * 64);
+    return p ? memset(p, 0, (n + 63) / 64 * 64) : p;
+}
+int main(int argc, char **argv)
+{
+    int runs = atoi(argv[1]), calls = atoi(argv[2]), r, i;
+    FILE *f = fopen("weights.bin", "rb");
+    void *w = zeroed(MODEL_WEIGHTS_BYTES), *a = zeroed(MODEL_ARENA_BYTES);
+    float *x = zeroed(MODEL_INPUT_0_BYTES), *y = zeroed(MODEL_OUTPUT_0_BYTES);
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    if (!f || fread(w, 1, MODEL_WEIGHTS_BYTES, f) != MODEL_WEIGHTS_BYTES) return 1;
+    for (i = 0; i < (int)(MODEL_INPUT_0_BYTES / 4); i++) x[i] = (float)(i % 7) * 0.1f;
+    for (r = 0; r < runs; r++) model_run(w, a, in, out);
+    for (i = 0; i < calls; i++) printf("%.5f\n", rt_prof_get(i));
+    return 0;
+}
+'''
+
+
+def instrument(model_c: str) -> tuple[str, list[str], list[str]]:
+    """model.c with rt_prof_mark(i) before each commented call of model_run and before its
+    return; the calls' comments; what each call runs (its routine, else the comment's op)."""
+    head, body = model_c.split("int model_run(", 1)
+    lines, labels, kinds = [], [], []
+    body_lines = body.split("\n")
+    for i, line in enumerate(body_lines):
+        m = re.match(r"\s+/\* (.*) \*/$", line)
+        if m:
+            lines.append(f"    rt_prof_mark({len(labels)});")
+            labels.append(m.group(1))
+            call = re.match(r"\s+(rt_\w+)\(", body_lines[i + 1] if i + 1 < len(body_lines) else "")
+            kinds.append(call.group(1) if call else m.group(1).split(" ")[0])
+        if line.startswith("    return 0;"):
+            lines.append(f"    rt_prof_mark({len(labels)});")
+        lines.append(line)
+    head = head.replace('#include "model.h"', '#include "model.h"\n' + _TIMER, 1)
+    return head + "int model_run(" + "\n".join(lines), labels, kinds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--net", default="mobilenet_v1")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--cflags", default="-O3 -march=native -std=c99")
+    args = ap.parse_args()
+    graph = import_model(zoo.build(args.net, size=args.size))
+    with tempfile.TemporaryDirectory() as tmp:
+        module = retarget.compile(graph, "c", config={"build_dir": tmp})
+        src = Path(tmp) / "c_0"
+        text, labels, kinds = instrument((src / "model.c").read_text())
+        (src / "prof.c").write_text(text)
+        (src / "profmain.c").write_text(_MAIN)
+        subprocess.run(["gcc", *args.cflags.split(), "-D_GNU_SOURCE", "-fopenmp", "-o", "prof",
+                        "prof.c", "profmain.c", "-lm"], cwd=src, check=True)
+        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+        out = subprocess.run(["./prof", str(args.runs), str(len(labels))], cwd=src, env=env,
+                             check=True, capture_output=True, text=True).stdout
+        module.close()
+    times = [float(t) for t in out.split()]
+    total = sum(times)
+    for t, label in sorted(zip(times, labels), reverse=True)[:args.top]:
+        print(f"{t:8.3f} ms {100 * t / total:5.1f} %  {label}")
+    by_kind: dict[str, float] = {}
+    for t, kind in zip(times, kinds):
+        by_kind[kind] = by_kind.get(kind, 0.0) + t
+    print(f"sum of best call times {total:.2f} ms ({args.threads} thread(s), best of "
+          f"{args.runs}); by routine or op: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
