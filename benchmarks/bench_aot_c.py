@@ -136,19 +136,21 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
         sess = ort.InferenceSession(model.SerializeToString(), opts,
                                     providers=["CPUExecutionProvider"])
         qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
-        with blas_threads(n):
-            ref_ms = best_ms(lambda: retarget.run(graph, x), runs)
         out["threads"][label] = {
             "c_ms": best_ms(lambda: fast.run(x), runs),
             "naive_ms": best_ms(lambda: naive.run(x), max(1, runs // 3)),
             "ort_ms": best_ms(lambda: sess.run(None, x), runs),
-            "ref_ms": ref_ms,
             "int8_ms": best_ms(lambda: int8.run(x), runs),
             "ort_int8_ms": best_ms(lambda: qsess.run(None, x), runs),
         }
         if tvm_run is not None:
             out["threads"][label]["tvm_ms"] = best_ms(tvm_run, runs)
         extra["buffered_ms"][label] = best_ms(lambda: buffered.run(x), max(1, runs // 3))
+        # The reference last: OpenBLAS's idle workers keep spinning for a while after its
+        # last product (about 0.1 s), taking a core from whatever runs next in the process;
+        # measured first, it made the two-thread c runs after it 1.5x slower.
+        with blas_threads(n):
+            out["threads"][label]["ref_ms"] = best_ms(lambda: retarget.run(graph, x), runs)
     for m in (fast, naive, buffered, int8):
         m.close()
     return out, extra
