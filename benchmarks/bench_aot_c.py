@@ -20,8 +20,9 @@ float c / int8 c, int8 c / ort int8 and the parallel speedup of c and int8 c. Th
 OpenMP's omp_set_num_threads (libgomp is shared by every library in the process),
 onnxruntime's intra_op_num_threads, and the BLAS thread count for the reference.
 
---interleaved ROUNDS: one thread only, the four runs interleaved in each round, each keeping
-its best round: what a machine shared with other work can still compare fairly.
+--interleaved ROUNDS [--threads 1,2]: the four runs at each thread count interleaved in each
+round, each keeping its best round: what a machine shared with other work can still compare
+fairly (the parallel speedups of c and onnxruntime from the same rounds).
 
 --json writes {"<net>": {"threads": {"1": {"c_ms", "naive_ms", "ort_ms", "ref_ms", "int8_ms",
 "ort_int8_ms"[, "tvm_ms"]}, "all": {...}}, "build_s", "arena_bytes"}}.
@@ -156,10 +157,11 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
     return out, extra
 
 
-def interleaved(name: str, size: int, rounds: int, omp) -> dict:
-    """One thread, for a machine shared with other work: the float and int8 C and onnxruntime
-    float and int8 run one after another in each of `rounds` rounds, and each keeps its best
-    round, so all four see the same background load."""
+def interleaved(name: str, size: int, rounds: int, omp, threads: tuple[int, ...] = (1,)) -> dict:
+    """For a machine shared with other work: the float and int8 C and onnxruntime float and
+    int8, at each thread count of `threads`, run one after another in each of `rounds` rounds,
+    and each keeps its best round, so all of them see the same background load.
+    {threads: {c_ms, ort_ms, int8_ms, ort_int8_ms}}."""
     import onnxruntime as ort
     model = zoo.build(name, size=size)
     graph = import_model(model)
@@ -168,18 +170,27 @@ def interleaved(name: str, size: int, rounds: int, omp) -> dict:
     int8 = retarget.compile(retarget.quantize(graph, [x], per_channel=True), "c")
     with tempfile.TemporaryDirectory() as d:
         qdq = ort_int8_model(model, x, d)
-    if omp is not None:
-        omp.omp_set_num_threads(1)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = 1, 1
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
-    runners = {"c_ms": lambda: fast.run(x), "ort_ms": lambda: sess.run(None, x),
-               "int8_ms": lambda: int8.run(x), "ort_int8_ms": lambda: qsess.run(None, x)}
-    best = {k: best_ms(f, 0) for k, f in runners.items()}       # warm-up and first round
+    runners = {}
+    for n in threads:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = n, 1
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
+        runners[n] = {"c_ms": lambda: fast.run(x), "ort_ms": lambda s=sess: s.run(None, x),
+                      "int8_ms": lambda: int8.run(x), "ort_int8_ms": lambda s=qsess: s.run(None, x)}
+
+    def timed(n: int, f, runs: int) -> float:
+        if omp is not None:
+            omp.omp_set_num_threads(n)      # libgomp's team size for the c libraries
+        return best_ms(f, runs)
+
+    best = {n: {k: timed(n, f, 0) for k, f in rs.items()}      # warm-up and first round
+            for n, rs in runners.items()}
     for _ in range(rounds - 1):
-        for k, f in runners.items():
-            best[k] = min(best[k], best_ms(f, 1))
+        for n, rs in runners.items():
+            for k, f in rs.items():
+                best[n][k] = min(best[n][k], timed(n, f, 1))
     fast.close()
     int8.close()
     return best
@@ -198,21 +209,28 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", default=None)
     ap.add_argument("--interleaved", type=int, default=0, metavar="ROUNDS",
-                    help="instead: one thread, c / ort / int8 / ort int8 in interleaved rounds "
-                         "(for a shared machine); --json then writes {net: {c_ms, ...}}")
+                    help="instead: c / ort / int8 / ort int8 at each of --threads in "
+                         "interleaved rounds (for a shared machine); --json then writes "
+                         "{net: {threads: {c_ms, ...}}}")
+    ap.add_argument("--threads", default="1",
+                    help="with --interleaved: thread counts, comma-separated (e.g. 1,2)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     omp = _omp()
     if args.interleaved:
-        results = {name: interleaved(name, args.size, args.interleaved, omp)
+        threads = tuple(int(t) for t in args.threads.split(","))
+        results = {name: interleaved(name, args.size, args.interleaved, omp, threads)
                    for name in args.nets.split(",")}
-        print(format_table(["network", "c ms", "ort ms", "int8 ms", "ort int8 ms", "c / ort",
-                            "float / int8", "int8 / ort int8"],
-                           [[n, f"{r['c_ms']:.1f}", f"{r['ort_ms']:.1f}", f"{r['int8_ms']:.1f}",
-                             f"{r['ort_int8_ms']:.1f}", f"{r['c_ms'] / r['ort_ms']:.2f}",
-                             f"{r['c_ms'] / r['int8_ms']:.2f}",
-                             f"{r['int8_ms'] / r['ort_int8_ms']:.2f}"]
-                            for n, r in results.items()]))
+        print(format_table(["network", "threads", "c ms", "ort ms", "int8 ms", "ort int8 ms",
+                            "c / ort", "float / int8", "int8 / ort int8", "c speedup",
+                            "ort speedup"],
+                           [[name, n, f"{r['c_ms']:.1f}", f"{r['ort_ms']:.1f}",
+                             f"{r['int8_ms']:.1f}", f"{r['ort_int8_ms']:.1f}",
+                             f"{r['c_ms'] / r['ort_ms']:.2f}", f"{r['c_ms'] / r['int8_ms']:.2f}",
+                             f"{r['int8_ms'] / r['ort_int8_ms']:.2f}",
+                             f"{rs[1]['c_ms'] / r['c_ms']:.2f}" if 1 in rs else "-",
+                             f"{rs[1]['ort_ms'] / r['ort_ms']:.2f}" if 1 in rs else "-"]
+                            for name, rs in results.items() for n, r in rs.items()]))
         if args.json:
             with open(args.json, "w", encoding="utf-8") as fh:
                 json.dump(results, fh, indent=1)
