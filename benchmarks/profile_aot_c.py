@@ -8,7 +8,12 @@ model.c with a clock read after every call of model_run, built as a standalone p
 Prints the slowest calls (ms, share of the sum, the call's comment from model.c: op, node and
 what is fused into it) and the sum per leading op. The sum of best times is a lower bound of
 one inference (no run has every call at its best), which makes it steadier than a whole run
-on a shared machine; compare variants in alternation, and report the load average.
+on a shared machine; compare variants in alternation, and report the load average. The best
+whole run is printed beside it: with `--threads 2` the difference is what the calls lose
+between and around each other (waiting at each call's barrier for a thread the machine has
+descheduled, waking the team), not inside them. The environment is passed on, so
+`OMP_WAIT_POLICY=passive` or `GOMP_SPINCOUNT=...` before the command measures libgomp's
+waiting policies.
 """
 from __future__ import annotations
 
