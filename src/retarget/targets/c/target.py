@@ -36,6 +36,7 @@ from .routines import plan_routines
 from .routines_int8 import int8_support, is_integer_node, plan_int8
 from .routines_tflite import is_tflite_node, plan_tflite, tflite_support
 from .schedule import schedule_kernel
+from .unsigned_shift import shift_uint8
 from .zero_points import fold_input_zero_points
 
 
@@ -84,9 +85,10 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
         return Support.no(f"c int8 mode: {problem}") if problem else Support.yes()
 
     def prepare(self, graph: Graph) -> Graph:
-        """Int8 convolutions and dense layers read their int8 input, their input zero point
-        folded into the bias (zero_points.py), so that they run on the int8 routines."""
-        return fold_input_zero_points(graph)
+        """An int8-ort graph's u8 values become s8 (unsigned_shift.py); int8 convolutions and
+        dense layers read their int8 input, their input zero point folded into the bias
+        (zero_points.py), so that they run on the int8 routines."""
+        return fold_input_zero_points(shift_uint8(graph))
 
     def graph_passes(self) -> tuple[str, ...]:
         """Optimised and buffered modes: BatchNorm folded into the convs before it, and
