@@ -34,6 +34,7 @@ from .config import CConfig, PRESETS
 from .emit import sources
 from .routines import plan_routines
 from .routines_int8 import int8_support, is_integer_node, plan_int8
+from .routines_ort import is_ort_node, ort_support, plan_ort
 from .routines_tflite import is_tflite_node, plan_tflite, tflite_support
 from .schedule import schedule_kernel
 from .unsigned_shift import shift_uint8
@@ -69,13 +70,14 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
         taken = {n.name for g in float_groups for n in g.nodes}
         int8_groups = plan_int8(region, taken)
         taken |= {n.name for g in int8_groups for n in g.nodes}
-        return float_groups + int8_groups + plan_tflite(region, taken)
+        return float_groups + int8_groups + plan_tflite(region, taken) + plan_ort(region, taken)
 
     def supports(self, node: Node, graph: Graph) -> Support:
-        """Integer nodes (the int8 mode) run on the routines of int8.c, or of int8_tflite.c
-        where those do not, in every mode; the rest as the loop-nest lowering allows."""
+        """Integer nodes (the int8 mode) run on the routines of int8.c, or of int8_tflite.c /
+        int8_ort.c where those do not, in every mode; the rest as the loop-nest lowering allows."""
         checks = ([int8_support] if is_integer_node(node) else []) + \
-            ([tflite_support] if is_tflite_node(node) else [])
+            ([tflite_support] if is_tflite_node(node) else []) + \
+            ([ort_support] if is_ort_node(node) else [])
         if not checks:
             return super().supports(node, graph)
         problem = node_support_problem(node)
