@@ -18,22 +18,10 @@ from retarget.ops.quantized_ort import global_average_pool_scale
 from retarget.ops.reference import run_graph
 from retarget.passes.infer_shapes import infer_shapes
 
+from .node_graphs import (BUILDS, NodeGraph, assert_routines_equal_numpy, compile_c as _compile,
+                          off_c as _off_c, routines_of)
+
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-
-BUILDS = {"native": "-O1 -march=native -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE"}
-
-
-def _compile(graph: Graph, build: str):
-    return retarget.compile(graph, "c", config={"cflags": BUILDS[build], "openmp": False})
-
-
-def _off_c(module) -> list[tuple[str, str, str]]:
-    return [(p.name, p.op, p.reason) for p in module.report.nodes if p.placement != "c"]
-
-
-def _routines(module) -> set[str]:
-    return {c.routine.name for k in module.kernels.values() for c in k.program.calls
-            if c.routine is not None}
 
 
 # ---- the zoo's QDQ models -----------------------------------------------------------------------
@@ -56,7 +44,7 @@ def test_every_qdq_model_runs_on_c_bit_exactly(qdq_models, build):
         module = _compile(graph, build)
         try:
             assert _off_c(module) == [], key
-            used |= _routines(module)
+            used |= routines_of(module)
             xs = model_inputs(model, 2, seed=1) + [{k: 3 * v for k, v in x.items()}
                                                    for x in model_inputs(model, 1, seed=2)]
             for x in xs:
@@ -119,22 +107,9 @@ def _routine_graph(seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
     (scale 0.5 on odd values) and far beyond int8 (saturation), per-channel scales on every
     axis, adds through the s8 and the u8 kernel with negative zero points and a single-element
     operand on either side, pools with negative zero points."""
-    rng = np.random.default_rng(seed)
-
-    def odd() -> int:
-        return int(rng.choice([1, 3, 5, 7]))
+    b = NodeGraph(seed)
+    rng, feeds, inp, node, odd = b.rng, b.feeds, b.input, b.node, b.odd
     n, c, h, w = 1 + seed % 2, odd() + 2, odd() + 4, odd() + 2
-    feeds, nodes, outs = {}, [], []
-
-    def inp(name, shape, dtype, values):
-        feeds[name] = values
-        return Value(name, TensorType(shape, dtype))
-
-    def node(op, inputs, **attrs):
-        y = Value(f"{op.lower()}_{len(nodes)}")
-        nodes.append(Node(op, f"n{len(nodes)}_{op}", inputs, [y], attrs))
-        outs.append(y)
-        return y
     shape = (n, c, h, w)
     acc_values = rng.integers(-600, 600, shape).astype(np.int32)
     acc_values.flat[:6] = [1, -1, 3, -3, 2 ** 31 - 1, -2 ** 31]     # +-0.5, +-1.5, extremes
@@ -170,29 +145,15 @@ def _routine_graph(seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
     t8 = inp("t8", shape, "int8", (rng.integers(-1, 2, shape) - 2).astype(np.int8))
     node("GlobalAveragePoolOrt", [t8], scale=0.5, input_zero_point=-2, zero_point=-3,
          dtype="int8")
-    return infer_shapes(Graph(nodes, [acc, a8, b8, one, t8], outs,
-                              name=f"ort_routines_{seed}")), feeds
+    return b.graph(f"ort_routines_{seed}")
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_routine_equals_its_numpy_op(seed, build):
+    from retarget.targets.c.routines_ort import ORT_ROUTINES
     graph, feeds = _routine_graph(seed)
-    module = _compile(graph, build)
-    try:
-        assert _off_c(module) == []
-        from retarget.targets.c.routines_ort import ORT_ROUTINES
-        assert _routines(module) == set(ORT_ROUTINES)
-        with np.errstate(over="ignore"):
-            ref = run_graph(graph, feeds)
-        out = module.run(feeds)
-        for k in ref:
-            assert out[k].dtype == ref[k].dtype, k
-            np.testing.assert_array_equal(out[k], ref[k], err_msg=k)
-        # not all clamped: the test can tell a wrong rounding from a right one
-        assert all(len(np.unique(ref[k])) > 3 for k in ref if ref[k].size > 16)
-    finally:
-        module.close()
+    assert_routines_equal_numpy(graph, feeds, build, ORT_ROUTINES)
 
 
 def test_ties_are_rounded_to_even():

@@ -27,7 +27,6 @@ from typing import Sequence
 
 import numpy as np
 
-from ...errors import GraphError
 from ...ir.graph import Node
 from ...ops.quantized_ort import fma32
 from ...ops.registry import resolve_attrs
@@ -35,7 +34,8 @@ from ..aot.lower import Fused
 from ..aot.program import Call
 from ..base import Region
 from .routines_int8 import _call, _dtype, _t
-from .routines_tflite import _channel_view, _numel, _operand_problem
+from .call_check import call_statement, check_call
+from .routines_tflite import _channel_view, _numel
 
 ORT_FILES = ("int8_ort.c",)
 ORT_OPS = frozenset({"RequantizeOrt", "QLinearAddOrt", "GlobalAveragePoolOrt"})
@@ -51,7 +51,7 @@ def is_ort_node(node: Node) -> bool:
 def ort_support(node: Node) -> str | None:
     """None when a routine of int8_ort.c runs `node`, else why not."""
     a = resolve_attrs(node)
-    ins, y = node.inputs, node.outputs[0]
+    ins = node.inputs
     if a["dtype"] != "int8":
         return (f"only int8 results ({a['dtype']}: a u8 value the c target could not move to "
                 f"s8, targets/c/unsigned_shift.py)")
@@ -163,38 +163,15 @@ def _sizes_of(r) -> list[tuple[int, str, int]]:
 
 def check_ort(call: Call) -> None:
     """GraphError unless the call's routine reads and writes exactly its kernel's tensors
-    with the sizes its integer arguments say, and its float arguments are finite."""
-    r, params = call.routine, call.kernel.params
-    try:
-        operands, ints, floats = ORT_ROUTINES[r.name]
-        if len(r.operands) != operands or len(r.ints) != ints or len(r.floats) != floats:
-            raise ValueError(f"{len(r.operands)} operands, {len(r.ints)} integer and "
-                             f"{len(r.floats)} float arguments; expected {operands}, {ints}, "
-                             f"{floats}")
-        if any(not -1 <= o < len(params) for o in r.operands) or \
-                r.operands[-1] != len(params) - 1 or len(call.kernel.outputs) != 1:
-            raise ValueError(f"operands {r.operands} do not name the kernel's tensors")
-        if not all(np.isfinite(f) for f in r.floats):
-            raise ValueError(f"float arguments {list(r.floats)} must be finite")
-        for position, dtype, count in _sizes_of(r):
-            o = r.operands[position]
-            problem = None if o < 0 else _operand_problem(params[o], dtype, count)
-            if problem:
-                t = params[o]
-                raise ValueError(f"operand {position} is {t.name!r} {t.dtype}[{t.size}], "
-                                 f"{problem}")
-    except (KeyError, ValueError, IndexError) as e:
-        raise GraphError(f"call {call.function}: routine {r.name} {list(r.ints)}: "
-                         f"{e}") from None
+    with the sizes its integer arguments say, and its float arguments are finite (the
+    constant part of QLinearAdd can be negative)."""
+    check_call(call, ORT_ROUTINES, _sizes_of, positive_floats=False)
 
 
 def ort_call(call: Call, pointers: Sequence[str]) -> str:
     """The C statement of an int8_ort.c routine call."""
     check_ort(call)
-    r = call.routine
-    ptr = [pointers[o] if o >= 0 else "0" for o in r.operands]
-    floats = [float(v).hex() for v in r.floats]     # exact C99 hexadecimal literals
-    return f"{r.name}({', '.join(ptr + [str(v) for v in r.ints] + floats)});"
+    return call_statement(call, pointers)
 
 
 __all__ = ["ORT_FILES", "ORT_OPS", "ORT_ROUTINES", "check_ort", "is_ort_node", "ort_call",
