@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..frontend.onnx import read_onnx
+from ..compiler import SEEDED_CALIBRATION, qdq_unfit_reason, seeded_inputs
+from ..frontend.onnx import load_onnx, read_onnx
 from ..frontend.onnx_quantized import QDQ_OPS, format_qdq_error, qdq_error
 from ..frontend.tflite import io_quantization, is_tflite_path, load_tflite, model_samples
-from ..compiler import qdq_unfit_reason, seeded_inputs, SEEDED_CALIBRATION
-from ..frontend.onnx import load_onnx
 from ..passes.calibrate import sample_batches
 from ..report.deviation import format_deviation, qdq_deviation, tflite_deviation
 from ..runtime.check import random_inputs
@@ -99,7 +98,9 @@ def _print_qdq_deviation(args: argparse.Namespace, module) -> None:
     """For a QDQ model re-quantised into the target's format (compiler._load_onnx_model):
     per output, how far the module is from onnxruntime's run of the file, on the calibration
     inputs or, without them, the seeded inputs it was calibrated on."""
-    if is_tflite_path(args.model) or not str(args.model).endswith(".onnx"):
+    if is_tflite_path(args.model) or not str(args.model).endswith(".onnx") or \
+            module.target.number_format is None or not any(
+                n.op_type in QDQ_OPS for n in read_onnx(args.model).graph.node):
         return
     graph = load_onnx(args.model)
     if qdq_unfit_reason(graph, module.target) is None:
