@@ -672,7 +672,7 @@ def load_quantized_as_float(model, input_shapes=None) -> Graph:
     graph = from_onnx_model(proto, input_shapes)
     graph.toposort()
     producers = graph.producers()
-    nodes, folded = [], {}
+    nodes, folded, nonnegative = [], {}, set()
     for n in graph.nodes:
         if n.op.startswith("QLinear"):
             raise UnsupportedOpError(f"{node_context(n)}: no float form of {n.op} here; only "
@@ -685,9 +685,13 @@ def load_quantized_as_float(model, input_shapes=None) -> Graph:
                 n.inputs[0].const, n.inputs[1].const, None if zp is None else zp.const,
                 axis=n.attrs.get("axis", 1), block_size=n.attrs.get("block_size", 0)))
         elif q is not None and q.op == "QuantizeLinear":
-            nodes.append(_float_pair(n, q))
+            nodes.append(_float_pair(n, q, q.inputs[0] in nonnegative))
         else:
             nodes.append(n)
+        last = nodes[-1] if nodes else None
+        if last is not None and last.outputs[0] is n.outputs[0] and (
+                last.op == "Relu" or (last.op in KEEPS_SIGN and last.inputs[0] in nonnegative)):
+            nonnegative.add(last.outputs[0])
     for n in nodes:
         n.inputs = [folded.get(v, v) if v is not None else None for v in n.inputs]
     out = Graph(nodes, graph.inputs, graph.outputs, name=graph.name)
@@ -701,15 +705,22 @@ def load_quantized_as_float(model, input_shapes=None) -> Graph:
     return _simplify(infer_shapes(out))
 
 
-def _float_pair(dq: Node, q: Node) -> Node:
+# Ops whose output is non-negative when their (first) input is: a Relu the float form would
+# put after them is redundant.
+KEEPS_SIGN = frozenset({"Identity", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                        "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool"})
+
+
+def _float_pair(dq: Node, q: Node, nonnegative: bool) -> Node:
     """The float op an activation Q -> DQ pair stands for once its rounding is dropped:
     quantize_static removes the Relus it can, leaving a pair whose range starts at 0 (zero
-    point at the type's minimum) to clamp there, so such a pair is a Relu; any other is the
-    identity (its saturation is the range the re-quantised network calibrates for itself)."""
+    point at the type's minimum) to clamp there, so such a pair is a Relu, unless its input is
+    already known to be non-negative; any other is the identity (its saturation is the range
+    the re-quantised network calibrates for itself)."""
     zp = q.input(2)
     z = 0 if zp is None else int(np.asarray(zp.const).reshape(-1)[0])
     lowest = 0 if zp is not None and zp.const.dtype == np.uint8 else INT8_MIN
-    op = "Relu" if z == lowest else "Identity"
+    op = "Relu" if z == lowest and not nonnegative else "Identity"
     return Node(op, dq.name, [q.inputs[0]], list(dq.outputs))
 
 
