@@ -17,6 +17,8 @@ the whole compiler, its frontends and targets on every such start cost 0.3 s eac
 """
 from __future__ import annotations
 
+from importlib import import_module
+
 __version__ = "0.1.0"
 
 _API = {"Graph": "ir", "Node": "ir", "TensorType": "ir", "Value": "ir",
@@ -28,7 +30,6 @@ def __getattr__(name: str):
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'retarget' has no attribute {name!r}")
-    from importlib import import_module
     value = getattr(import_module(f".{module}", __name__), name)
     globals()[name] = value          # resolved once; later lookups never come here
     return value

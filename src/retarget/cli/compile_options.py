@@ -3,6 +3,7 @@ placement, calibration, fusion) and compiling a model from them."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -122,8 +123,6 @@ def load_artifact(path: Path, args: argparse.Namespace):
     """The module artifact at `path`: `--config` sets the target's host fields (compiler,
     flags, build directory, device memory), which an artifact never does; what loading
     ignored from the artifact is printed as notes on stderr."""
-    import sys
-
     module = Module.load(path, verify=not getattr(args, "no_verify", False),
                          config=parse_overrides(getattr(args, "config", None) or []))
     for note in module.notes:

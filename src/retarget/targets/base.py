@@ -228,6 +228,9 @@ class Target:
     description: ClassVar[str] = ""
     config_class: ClassVar[type] = type(None)
     presets: ClassVar[Mapping[str, Any]] = {}
+    # The preset a target without an explicit config or preset starts from (None: the config
+    # class's defaults).
+    default_preset: ClassVar[str | None] = None
     rules: ClassVar[Mapping[str, Rule]] = {}
     kernel_kinds: ClassVar[Mapping[str, type[Kernel]]] = {}
     # True when the target's results must equal the reference run of prepare()'s graph exactly
@@ -269,7 +272,7 @@ class Target:
     # ---- configuration ----------------------------------------------------------------------
     @classmethod
     def default_config(cls):
-        return cls.config_class()
+        return cls.preset(cls.default_preset) if cls.default_preset else cls.config_class()
 
     @classmethod
     def preset(cls, name: str):

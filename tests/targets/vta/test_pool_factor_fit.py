@@ -10,9 +10,8 @@ import pytest
 from retarget.errors import TargetError
 from retarget.targets.accel.layers import Pool2d
 from retarget.targets.vta.config import PRESETS
-from retarget.targets.vta.lower import LoweringContext, lower_pool2d, run_segment
-from retarget.targets.vta.lower.schedule import Schedule, alu_geom, check_schedule, \
-    choose_schedule
+from retarget.targets.vta.lower import LoweringContext, choose_schedule, lower_pool2d, run_segment
+from retarget.targets.vta.lower.schedule import Schedule, alu_geom, check_schedule
 
 CFG = PRESETS["pynq"].with_(log_batch=1, log_block_in=5, log_block_out=5,
                             log_inp_buff_size=13, name="small_inp")

@@ -31,7 +31,7 @@ from ...limits import check_device_work
 from ...device.base import MEMORY_ARG, SimulatedDevice, Task
 
 RUN = "model_run"
-_PAGE = 4096
+_PAGE = 4096          # device memory is page-aligned (see _new_memory)
 
 
 @dataclass(frozen=True, slots=True)

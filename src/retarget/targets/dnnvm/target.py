@@ -38,15 +38,12 @@ class DNNVMTarget(StreamCost, Target):
     kernel_kinds = {DNNVMKernel.kind: DNNVMKernel}
     bit_exact, number_format = True, INT8_POW2
     fusion_templates = TEMPLATES
+    default_preset = "zu2"
     in_demo, demo_preset = True, "zu2"
 
     def __init__(self, config=None, preset: str | None = None):
         super().__init__(config, preset)
         self._group_costs = GroupCosts(self.config)
-
-    @classmethod
-    def default_config(cls):
-        return PRESETS["zu2"]
 
     def no_rule(self, node: Node) -> Support:
         return refuse_unknown(self.name, node, "instruction")

@@ -41,11 +41,8 @@ class NvdlaTarget(ExternalCompilerTarget):
     config_class, presets, rules = NvdlaConfig, PRESETS, RULES
     kernel_kinds = {NvdlaKernel.kind: NvdlaKernel}
     bit_exact, number_format = True, INT8_MUL_SHIFT
+    default_preset = "nv_full"
     in_demo, demo_preset = True, "nv_small"
-
-    @classmethod
-    def default_config(cls):
-        return PRESETS["nv_full"]
 
     def no_rule(self, node: Node) -> Support:
         return refuse_unknown(self.name, node, "engine")

@@ -3,7 +3,7 @@
 Varied: the GEMM core's shape (log_batch, log_block_in, log_block_out), the four SRAMs' log2
 sizes in bytes, the clock, `alu_stage` and, with it, the ALU's initiation interval. The number of
 virtual threads is not a hardware field: the lowering chooses 1 or 2 per layer with the cycle
-model (lower/schedule.py choose_schedule), so it is not swept.
+model (lower/choose.py choose_schedule), so it is not swept.
 
 Resource model (docs/explore.md cites the sources):
 - MACs per cycle = BATCH x BLOCK_IN x BLOCK_OUT (one GEMM per cycle);

@@ -9,8 +9,7 @@ import pytest
 
 from retarget.targets.vta.config import preset
 from retarget.targets.vta.lower import (Conv2d, LoweringContext, Pool2d, Requant, lower_conv2d,
-                                        run_segment)
-from retarget.targets.vta.lower.alu_layers import lower_pool2d
+                                        lower_pool2d, run_segment)
 from retarget.targets.vta.lower.reference import conv2d, reference
 
 from .conftest import rand_int8

@@ -4,8 +4,8 @@ import numpy as np
 
 from retarget.targets.vta.builder import Program
 from retarget.targets.vta.config import preset
-from retarget.targets.vta.lower import Conv2d, LoweringContext, Pool2d, Requant, lower_conv2d
-from retarget.targets.vta.lower.alu_layers import lower_pool2d
+from retarget.targets.vta.lower import (Conv2d, LoweringContext, Pool2d, Requant, lower_conv2d,
+                                        lower_pool2d)
 from retarget.targets.vta.timing import simulate_timing
 
 from .conftest import rand_int8

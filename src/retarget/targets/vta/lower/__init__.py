@@ -8,15 +8,15 @@
     run = run_segment(seg, {"x": x_int8})      # run.outputs["c2/out"], run.result.counters
 """
 from .alu import Region, emit_requant, requant_vectors
-from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
-from .conv import lower_batched_matmul, lower_conv2d, lower_dense, pack_conv_weight
+from .choose import (choose_schedule, lower_batched_matmul, lower_conv2d, lower_dense,
+                     lower_pool2d, lower_requantize, lower_residual_add)
+from .conv import pack_conv_weight
 from .context import LayerReport, LoweredSegment, LoweringContext, TokenTracker
 from .layers import (Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, ResidualAdd,
                      conv_groups, reason)
 from .reference import reference
 from .run import SegmentRun, dram_image, run_segment
-from .schedule import (CostFn, Estimate, Schedule, candidates, check_schedule, choose_schedule,
-                       dram_cost, estimate)
+from .schedule import CostFn, Estimate, Schedule, candidates, check_schedule, dram_cost, estimate
 from .tensor import PackedTensor
 from .tuning import (compute_floor, conv_cycles, model_cost, model_cycles, model_schedule,
                      time_schedule)

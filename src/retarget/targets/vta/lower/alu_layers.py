@@ -26,60 +26,57 @@ from .alu import Region, emit_requant, range_op, requant_vectors
 from .context import LayerReport, LoweringContext
 from .conv import MAX_XSIZE, _window
 from .layers import Pool2d, Requant, RequantizeLayer, ResidualAdd, reason
-from .schedule import ConvGeom, Schedule, alu_geom, check_schedule, choose_schedule
+from .schedule import ConvGeom, Schedule, alu_geom, check_schedule
 from .tensor import PackedTensor
+from .walk import Position, positions
 
 PAD_VALUE = -128     # what a max-pool window's padding holds: never more than a real int8
 
 
 @dataclass(frozen=True, slots=True)
 class _Tile:
-    n0: int
-    tn: int
-    oh0: int
-    th: int
-    ow0: int
-    tw: int
+    """Channel blocks [c0, c0 + tc) at a tile position (walk.Position, in the conv walk's
+    order: positions outermost, channel tiles innermost)."""
+    pos: Position
     c0: int
     tc: int
 
     @property
     def size(self) -> int:
-        return self.tn * self.tc * self.th * self.tw
+        return self.pos.tn * self.tc * self.pos.th * self.pos.tw
 
 
 def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
-    return [_Tile(n0, min(s.tile_n, g.nb - n0), oh0, min(s.tile_h, g.oh - oh0), ow0,
-                  min(s.tile_w, g.ow - ow0), c0, min(s.tile_co, g.cob - c0))
-            for n0 in range(0, g.nb, s.tile_n) for oh0 in range(0, g.oh, s.tile_h)
-            for ow0 in range(0, g.ow, s.tile_w) for c0 in range(0, g.cob, s.tile_co)]
+    return [_Tile(p, c0, min(s.tile_co, g.cob - c0))
+            for p in positions(g, s) for c0 in range(0, g.cob, s.tile_co)]
 
 
 def _store(ctx: LoweringContext, g: ConvGeom, t: _Tile, acc: int, buf: str) -> None:
     """STORE the [n][c][th][tw] tile at `acc` into the (nb, cb, oh, ow) output."""
-    opos, npos = g.oh * g.ow, t.th * t.tw
-    for n in range(t.tn):
-        first = ((t.n0 + n) * g.cob + t.c0) * opos
+    opos, npos = g.oh * g.ow, t.pos.th * t.pos.tw
+    for n in range(t.pos.tn):
+        first = ((t.pos.n0 + n) * g.cob + t.c0) * opos
         if npos == opos:
             ctx.b.store_2d(acc + n * t.tc * npos, buf, first, opos, t.tc, opos)
             continue
         for c in range(t.tc):
             ctx.b.store_2d(acc + (n * t.tc + c) * npos, buf,
-                           first + c * opos + t.oh0 * g.ow + t.ow0, t.tw, t.th, g.ow)
+                           first + c * opos + t.pos.oh0 * g.ow + t.pos.ow0, t.pos.tw, t.pos.th,
+                           g.ow)
 
 
 def _load_elementwise(ctx, g: ConvGeom, t: _Tile, base: int, x: PackedTensor) -> None:
     """LOAD an (unpadded) [n][c][th][tw] tile of `x` into ACC at `base`."""
     mt = MemType.ACC_8BIT if x.dtype == "int8" else MemType.ACC
-    hw, npos = g.h * g.w, t.th * t.tw
-    for n in range(t.tn):
-        first = ((t.n0 + n) * g.cib + t.c0) * hw + t.oh0 * g.w + t.ow0
-        if t.tw == g.w and npos <= MAX_XSIZE:
+    hw, npos = g.h * g.w, t.pos.th * t.pos.tw
+    for n in range(t.pos.tn):
+        first = ((t.pos.n0 + n) * g.cib + t.c0) * hw + t.pos.oh0 * g.w + t.pos.ow0
+        if t.pos.tw == g.w and npos <= MAX_XSIZE:
             ctx.b.load_2d(mt, base + n * t.tc * npos, x.buffer, first, npos, t.tc, hw)
             continue
         for c in range(t.tc):
-            ctx.b.load_2d(mt, base + (n * t.tc + c) * npos, x.buffer, first + c * hw, t.tw,
-                          t.th, g.w)
+            ctx.b.load_2d(mt, base + (n * t.tc + c) * npos, x.buffer, first + c * hw, t.pos.tw,
+                          t.pos.th, g.w)
 
 
 def _pipeline(ctx: LoweringContext, g: ConvGeom, s: Schedule, compute, out: str) -> None:
@@ -124,11 +121,10 @@ def _check_input(layer, cfg, x: PackedTensor, shape, dtype: str = "int8") -> Non
                          f"{dtype}{list(shape)} in blocks of BLOCK_OUT={cfg.block_out}")
 
 
-def _prologue(ctx, layer, schedule, vthreads, cost) -> Schedule:
+def _prologue(ctx, layer, s: Schedule) -> Schedule:
     why = reason(layer, ctx.cfg)
     if why:
         raise TargetError(why)
-    s = schedule or choose_schedule(layer, ctx.cfg, vthreads, cost)
     check_schedule(layer, ctx.cfg, s)
     ctx.begin_layer()
     return s
@@ -155,12 +151,12 @@ def _pad_fix(ctx, base: int, regions: int, rows: int, cols: int, pads) -> None:
 
 
 def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
-                 schedule: Schedule | None = None, vthreads: int | None = None, cost=None,
-                 out: str | None = None) -> PackedTensor:
-    """Max or average pooling of packed int8 `x` on the ALU; returns the packed output."""
+                 schedule: Schedule, out: str | None = None) -> PackedTensor:
+    """Max or average pooling of packed int8 `x` on the ALU with `schedule`; returns the
+    packed output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, x, layer.in_shape)
-    s = _prologue(ctx, layer, schedule, vthreads, cost)
+    s = _prologue(ctx, layer, schedule)
     g = alu_geom(layer, cfg)
     y = ctx.tensor(out or f"{layer.name}/out", layer.out_shape, block=cfg.block_out)
     out_cap = s.tile_n * s.tile_co * s.tile_h * s.tile_w
@@ -168,26 +164,27 @@ def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
 
     def compute(t: _Tile, acc: int) -> None:
         inp = acc + out_cap
-        r_lo, r_n, ypb, ypa, rows = _window(t.oh0, t.th, g.sh, g.kh, g.pads[0], g.h)
-        c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
-        hw, regions = g.h * g.w, t.tn * t.tc
-        for n in range(t.tn):
+        r_lo, r_n, ypb, ypa, rows = _window(t.pos.oh0, t.pos.th, g.sh, g.kh, g.pads[0], g.h)
+        c_lo, c_n, xpb, xpa, cols = _window(t.pos.ow0, t.pos.tw, g.sw, g.kw, g.pads[1], g.w)
+        hw, regions = g.h * g.w, t.pos.tn * t.tc
+        for n in range(t.pos.tn):
             for c in range(t.tc):
                 ctx.b.load_2d(MemType.ACC_8BIT, inp + (n * t.tc + c) * rows * cols, x.buffer,
-                              ((t.n0 + n) * g.cib + t.c0 + c) * hw + r_lo * g.w + c_lo,
+                              ((t.pos.n0 + n) * g.cib + t.c0 + c) * hw + r_lo * g.w + c_lo,
                               c_n, r_n, g.w, xpb, ypb, xpa, ypa)
         if is_max and (ypb or ypa or xpb or xpa):
             _pad_fix(ctx, inp, regions, rows, cols, (ypb, ypa, xpb, xpa))
         n_out = t.size
         k = ctx.kernel(("reset", acc, n_out), lambda: ([(acc, 0, 0)], [(n_out, 1, 0)]))
         ctx.b.gemm(k, reset=True)
-        npos = t.th * t.tw
+        npos = t.pos.th * t.pos.tw
         for tap in range(g.kk):
             dh, dw = divmod(tap, g.kw)
-            k = ctx.kernel(("tap", acc, inp, regions, t.th, t.tw, rows, cols, dh, dw, g.sh, g.sw), lambda: (
+            k = ctx.kernel(("tap", acc, inp, regions, t.pos.th, t.pos.tw, rows, cols, dh, dw, g.sh,
+                            g.sw), lambda: (
                 [(acc + r * npos, inp + r * rows * cols + dh * cols + dw)
                  for r in range(regions)],
-                [(t.th, t.tw, g.sh * cols), (t.tw, 1, g.sw)]))
+                [(t.pos.th, t.pos.tw, g.sh * cols), (t.pos.tw, 1, g.sw)]))
             ctx.b.alu(k, AluOp.MAX if is_max and tap else AluOp.ADD)
         if is_max:
             if layer.hi < 127:
@@ -195,7 +192,7 @@ def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
             if layer.lo > -128:
                 range_op(ctx, acc, n_out, AluOp.MAX, layer.lo)
         else:
-            emit_requant(ctx, Region(acc, t.tn, t.tc, npos), Requant(layer.shift, layer.lo,
+            emit_requant(ctx, Region(acc, t.pos.tn, t.tc, npos), Requant(layer.shift, layer.lo,
                                                                       layer.hi),
                          vectors=False, half_folded=False)
 
@@ -206,14 +203,14 @@ def lower_pool2d(ctx: LoweringContext, layer: Pool2d, x: PackedTensor, *,
 
 # ---- residual add --------------------------------------------------------------------------
 def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor,
-                       b: PackedTensor, *, schedule: Schedule | None = None,
-                       vthreads: int | None = None, cost=None,
+                       b: PackedTensor, *, schedule: Schedule,
                        out: str | None = None) -> PackedTensor:
-    """QAdd of packed int8 `a` and `b` (same shape) on the ALU; returns the packed output."""
+    """QAdd of packed int8 `a` and `b` (same shape) on the ALU with `schedule`; returns the
+    packed output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, a, layer.shape)
     _check_input(layer, cfg, b, layer.shape)
-    s = _prologue(ctx, layer, schedule, vthreads, cost)
+    s = _prologue(ctx, layer, schedule)
     g = alu_geom(layer, cfg)
     y = ctx.tensor(out or f"{layer.name}/out", layer.shape, block=cfg.block_out)
     cap = s.tile_n * s.tile_co * s.tile_h * s.tile_w
@@ -228,8 +225,8 @@ def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor
             range_op(ctx, acc + cap, n, AluOp.SHR, -layer.shift_b)
         k = ctx.kernel(("add2", acc, acc + cap, n), lambda: ([(acc, acc + cap)], [(n, 1, 1)]))
         ctx.b.alu(k, AluOp.ADD)
-        emit_requant(ctx, Region(acc, t.tn, t.tc, t.th * t.tw), layer.requant, vectors=False,
-                     half_folded=False)
+        emit_requant(ctx, Region(acc, t.pos.tn, t.tc, t.pos.th * t.pos.tw), layer.requant,
+                     vectors=False, half_folded=False)
 
     _pipeline(ctx, g, s, compute, y.buffer)
     ctx.end_layer(LayerReport(layer.name, "residual_add", s, 0))
@@ -238,13 +235,12 @@ def lower_residual_add(ctx: LoweringContext, layer: ResidualAdd, a: PackedTensor
 
 # ---- requantize alone -------------------------------------------------------------------------
 def lower_requantize(ctx: LoweringContext, layer: RequantizeLayer, x: PackedTensor, *,
-                     schedule: Schedule | None = None, vthreads: int | None = None, cost=None,
-                     out: str | None = None) -> PackedTensor:
+                     schedule: Schedule, out: str | None = None) -> PackedTensor:
     """Requantize (ReLU / clip / rescale, per-tensor or per-channel shift) of packed `x`
-    (int8 or int32) on the ALU; returns the packed int8 output."""
+    (int8 or int32) on the ALU with `schedule`; returns the packed int8 output."""
     cfg = ctx.cfg
     _check_input(layer, cfg, x, layer.shape, layer.in_dtype)
-    s = _prologue(ctx, layer, schedule, vthreads, cost)
+    s = _prologue(ctx, layer, schedule)
     g = alu_geom(layer, cfg)
     y = ctx.tensor(out or f"{layer.name}/out", layer.shape, block=cfg.block_out)
     r = layer.requant
@@ -259,7 +255,7 @@ def lower_requantize(ctx: LoweringContext, layer: RequantizeLayer, x: PackedTens
         if cbuf:
             m = t.tc * nconst
             ctx.b.load_2d(MemType.ACC, acc + cap, cbuf, t.c0 * nconst, m, 1, m)
-        emit_requant(ctx, Region(acc, t.tn, t.tc, t.th * t.tw, acc + cap, nconst), r,
+        emit_requant(ctx, Region(acc, t.pos.tn, t.tc, t.pos.th * t.pos.tw, acc + cap, nconst), r,
                      vectors=bool(cbuf), half_folded=bool(cbuf))
 
     _pipeline(ctx, g, s, compute, y.buffer)

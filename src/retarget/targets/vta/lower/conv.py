@@ -19,7 +19,9 @@ Virtual threads: tiles alternate between thread halves of INP/WGT/ACC and are em
 lockstep (all threads' loads of a phase, then their GEMMs, then the epilogues and stores), with
 RAW tokens (load->compute, compute->store) and WAR tokens (a thread's next load waits for its
 previous GEMM, its next accumulator reset for its previous store). A tile whose input (or
-weights) is already resident in the thread's half is not loaded again.
+weights) is already resident in the thread's half is not loaded again. The order of tiles and
+phases, the threads and which loads each phase makes come from walk.conv_walk, which the cost
+model (tuning.conv_cycles) walks too.
 
 With the config's `alu_stage`, the epilogue runs on the ALU module: each tile's last GEMM
 pushes g2a, its requantisation pops it and pushes a2s, its store pops that and (when the
@@ -29,7 +31,7 @@ i's requantisation overlaps tile i+1's GEMMs (context.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -39,48 +41,12 @@ from ..layout import pack_oihw
 from .alu import Region, emit_steps, requant_steps, requant_vectors
 from .context import LayerReport, LoweringContext
 from .layers import Conv2d, Dense, reason
-from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, choose_schedule,
-                       conv_consts, conv_geom, conv_spans, resident_consts)
+from .schedule import (ConvGeom, Schedule, acc_thread_base, check_schedule, conv_consts,
+                       conv_geom, resident_consts)
 from .tensor import PackedTensor
+from .walk import Phase, TileStep, conv_rounds
 
 MAX_XSIZE = (1 << 16) - 1
-
-
-# One reduction phase of a conv tile, (p0, tci, ci0, nci): input-channel blocks [p0, p0 + tci)
-# of the tile's group (weights), read from input blocks [ci0, ci0 + nci) of the feature map. A
-# plain tuple: the tile search builds millions of them, and a NamedTuple costs it a third more.
-Phase = tuple[int, int, int, int]
-
-
-def input_key(spatial: tuple, ph: Phase) -> tuple:
-    """What a thread's input half holds after loading `ph` of the tile at `spatial` (batch,
-    rows and columns): the emitter and the cost model skip a LOAD whose key is already there."""
-    _, _, ci0, nci = ph
-    return spatial, ci0, nci
-
-
-def weight_key(c0: int, tco: int, ph: Phase) -> tuple:
-    """What a thread's weight half holds after loading `ph` of output blocks [c0, c0 + tco)."""
-    p0, tci, _, _ = ph
-    return c0, tco, p0, tci
-
-
-@dataclass(frozen=True, slots=True)
-class _Tile:
-    n0: int
-    tn: int
-    oh0: int
-    th: int
-    ow0: int
-    tw: int
-    c0: int
-    tco: int
-    phases: tuple[Phase, ...]                       # (p0, tci, ci0, nci) per reduction phase
-    offs: tuple[int, ...]                           # per output block: its first input block
-
-    @property
-    def spatial(self) -> tuple:
-        return self.n0, self.tn, self.oh0, self.th, self.ow0, self.tw
 
 
 def pack_conv_weight(layer: Conv2d, weight: np.ndarray, cfg, depthwise: bool,
@@ -110,64 +76,6 @@ def pack_conv_weight(layer: Conv2d, weight: np.ndarray, cfg, depthwise: bool,
     return out
 
 
-def _co_plans(g: ConvGeom, s: Schedule, first_only: bool = False) -> list[tuple]:
-    """(first output block, blocks, reduction phases, first input block per output block) per
-    output-channel tile."""
-    groups = g.cob // g.cog
-    if first_only:      # the first tile of either form starts at block 0
-        co_tiles = [(0, min(s.tile_co, g.cob if conv_spans(g, s) else g.cog))]
-    elif conv_spans(g, s):
-        co_tiles = [(c0, min(s.tile_co, g.cob - c0)) for c0 in range(0, g.cob, s.tile_co)]
-    else:
-        co_tiles = [(gr * g.cog + c, min(s.tile_co, g.cog - c)) for gr in range(groups)
-                    for c in range(0, g.cog, s.tile_co)]
-    co_plans = []
-    for c0, tco in co_tiles:
-        if conv_spans(g, s):
-            gr0 = c0 // g.cog
-            offs = tuple(((c0 + j) // g.cog - gr0) * g.cig for j in range(tco))
-            nci = ((c0 + tco - 1) // g.cog - gr0 + 1) * g.cig
-            phases = ((0, g.cig, gr0 * g.cig, nci),)
-        else:
-            base = (c0 // g.cog) * g.cig
-            offs = (0,) * tco
-            phases = tuple((p0, min(s.tile_ci, g.cig - p0), base + p0, min(s.tile_ci, g.cig - p0))
-                           for p0 in range(0, g.cig, s.tile_ci))
-        co_plans.append((c0, tco, phases, offs))
-    return co_plans
-
-
-def _tiles(g: ConvGeom, s: Schedule) -> list[_Tile]:
-    co_plans = _co_plans(g, s)
-    ns = [(n0, min(s.tile_n, g.nb - n0)) for n0 in range(0, g.nb, s.tile_n)]
-    hs = [(oh0, min(s.tile_h, g.oh - oh0)) for oh0 in range(0, g.oh, s.tile_h)]
-    ws = [(ow0, min(s.tile_w, g.ow - ow0)) for ow0 in range(0, g.ow, s.tile_w)]
-    return [_Tile(n0, tn, oh0, th, ow0, tw, c0, tco, phases, offs)
-            for n0, tn in ns for oh0, th in hs for ow0, tw in ws
-            for c0, tco, phases, offs in co_plans]
-
-
-def _first_tile_head(g: ConvGeom, s: Schedule) -> _Tile:
-    """_tiles(g, s)[0] with its first reduction phase only and no input offsets (what the
-    tile search reads of it; a layer reduced in many phases has as many to build)."""
-    if conv_spans(g, s):
-        tco = min(s.tile_co, g.cob)
-        phase = (0, g.cig, 0, ((tco - 1) // g.cog + 1) * g.cig)
-    else:
-        tco = min(s.tile_co, g.cog)
-        tci = min(s.tile_ci, g.cig)
-        phase = (0, tci, 0, tci)
-    return _Tile(0, min(s.tile_n, g.nb), 0, min(s.tile_h, g.oh), 0, min(s.tile_w, g.ow), 0, tco,
-                 (phase,), ())
-
-
-def _first_tile(g: ConvGeom, s: Schedule) -> _Tile:
-    """_tiles(g, s)[0] without building the others."""
-    (c0, tco, phases, offs), = _co_plans(g, s, first_only=True)
-    return _Tile(0, min(s.tile_n, g.nb), 0, min(s.tile_h, g.oh), 0, min(s.tile_w, g.ow), c0, tco,
-                 phases, offs)
-
-
 def _window(o0: int, t: int, stride: int, k: int, pad0: int, size: int):
     """(first real input index, real count, pad before, pad after, rows incl. padding)."""
     r0 = o0 * stride - pad0
@@ -191,19 +99,19 @@ class _ConvEmitter:
                                         vectors=True, half_folded=True))
 
     # ---- loads ----------------------------------------------------------------------------
-    def load_inp(self, t: _Tile, ph, base: int) -> None:
+    def load_inp(self, t: TileStep, ph: Phase, base: int) -> None:
         g, b, buf = self.g, self.b, self.x.buffer
-        _, _, ci0, nci = ph
-        r_lo, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
-        c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
+        ci0, nci = ph.ci0, ph.nci
+        r_lo, r_n, ypb, ypa, rows = g.row_window(t.pos.oh0, t.pos.th)
+        c_lo, c_n, xpb, xpa, cols = _window(t.pos.ow0, t.pos.tw, g.sw, g.kw, g.pads[1], g.w)
         hw = g.h * g.w
         ystride = g.w * (g.sh if g.skip_rows else 1)
         if hw == 1 and rows * cols == 1:      # a matrix: one 2-D load of [n][ci]
-            b.load_2d(MemType.INP, base, buf, t.n0 * g.cib + ci0, nci, t.tn, g.cib)
+            b.load_2d(MemType.INP, base, buf, t.pos.n0 * g.cib + ci0, nci, t.pos.tn, g.cib)
             return
         whole = r_n == g.h and c_n == g.w and not (ypb or ypa or xpb or xpa) and hw <= MAX_XSIZE
-        for n in range(t.tn):
-            first = ((t.n0 + n) * g.cib + ci0) * hw
+        for n in range(t.pos.tn):
+            first = ((t.pos.n0 + n) * g.cib + ci0) * hw
             if whole:
                 b.load_2d(MemType.INP, base + n * nci * hw, buf, first, hw, nci, hw)
                 continue
@@ -212,15 +120,15 @@ class _ConvEmitter:
                           first + ci * hw + r_lo * g.w + c_lo, c_n, r_n, ystride, xpb, ypb, xpa,
                           ypa)
 
-    def load_wgt(self, t: _Tile, ph, base: int) -> None:
+    def load_wgt(self, t: TileStep, ph: Phase, base: int) -> None:
         g = self.g
-        p0, tci, _, _ = ph
+        p0, tci = ph.p0, ph.tci
         x, stride = tci * g.kk, g.cig * g.kk
-        first = (t.c0 * g.cig + p0) * g.kk
-        if x == stride and x * t.tco <= MAX_XSIZE:
-            self.b.load_2d(MemType.WGT, base, self.wbuf, first, x * t.tco, 1, x * t.tco)
+        first = (t.cout.c0 * g.cig + p0) * g.kk
+        if x == stride and x * t.cout.tco <= MAX_XSIZE:
+            self.b.load_2d(MemType.WGT, base, self.wbuf, first, x * t.cout.tco, 1, x * t.cout.tco)
         else:
-            self.b.load_2d(MemType.WGT, base, self.wbuf, first, x, t.tco, stride)
+            self.b.load_2d(MemType.WGT, base, self.wbuf, first, x, t.cout.tco, stride)
 
     # ---- compute --------------------------------------------------------------------------
     def load_consts(self) -> None:
@@ -228,107 +136,108 @@ class _ConvEmitter:
         m = self.g.cob * self.nconst
         self.b.load_2d(MemType.ACC, 0, self.cbuf, 0, m, 1, m)
 
-    def const_base(self, t: _Tile, acc: int) -> int:
-        return t.c0 * self.nconst if self.resident else acc + self.const_off
+    def const_base(self, t: TileStep, acc: int) -> int:
+        return t.cout.c0 * self.nconst if self.resident else acc + self.const_off
 
-    def reset_kernel(self, t: _Tile, acc: int):
-        n = t.tn * t.tco * t.th * t.tw
+    def reset_kernel(self, t: TileStep, acc: int):
+        n = t.pos.tn * t.cout.tco * t.pos.th * t.pos.tw
         return self.ctx.kernel(("reset", acc, n), lambda: ([(acc, 0, 0)], [(n, 1, 0)]))
 
-    def start(self, t: _Tile, acc: int, reset) -> None:
+    def start(self, t: TileStep, acc: int, reset) -> None:
         """Zero the tile's accumulators and (unless resident) load its bias (+ shift) vectors."""
         self.b.gemm(reset, reset=True)
         if not self.resident:
-            m = t.tco * self.nconst
-            self.b.load_2d(MemType.ACC, acc + self.const_off, self.cbuf, t.c0 * self.nconst,
+            m = t.cout.tco * self.nconst
+            self.b.load_2d(MemType.ACC, acc + self.const_off, self.cbuf, t.cout.c0 * self.nconst,
                            m, 1, m)
 
-    def kernels(self, t: _Tile, ph, acc: int, inp: int, wgt: int) -> list:
+    def kernels(self, t: TileStep, ph: Phase, acc: int, inp: int, wgt: int) -> list:
         """The GEMM micro-op kernels of (tile, phase): one per batch block, or one looping
         over the batch blocks when the tile is a single position."""
         g, ctx = self.g, self.ctx
-        _, tci, _, nci = ph
-        rows, cols = g.in_rows(t.th), g.in_cols(t.tw)
-        npos = t.th * t.tw
+        tci, nci = ph.tci, ph.nci
+        tn, th, tw, tco, offs = t.pos.tn, t.pos.th, t.pos.tw, t.cout.tco, t.cout.offs
+        rows, cols = g.in_rows(th), g.in_cols(tw)
+        npos = th * tw
         kk, kw = g.kk, g.kw
 
         def uops(n):
-            return [(acc + (n * t.tco + j) * npos,
-                     inp + ((n * nci + t.offs[j] + p) * rows + dh) * cols + dw,
+            return [(acc + (n * tco + j) * npos,
+                     inp + ((n * nci + offs[j] + p) * rows + dh) * cols + dw,
                      wgt + (j * tci + p) * kk + dh * kw + dw)
-                    for j in range(t.tco) for p in range(tci)
+                    for j in range(tco) for p in range(tci)
                     for dh in range(g.kh) for dw in range(g.kw)]
         # The key must name everything uops() and the loops read: two layers with equal tiles
         # but other kernel sizes, input tile shapes or strides need different micro-ops.
-        key = ("gemm", acc, inp, wgt, t.tn, t.tco, t.th, t.tw, tci, nci, t.offs,
+        key = ("gemm", acc, inp, wgt, tn, tco, th, tw, tci, nci, offs,
                g.kh, g.kw, rows, cols, g.row_pitch, g.sw)
         if npos == 1:    # loop over the batch blocks
-            return [ctx.kernel(key, lambda: (uops(0), [(t.tn, t.tco, nci * rows * cols, 0)]))]
+            return [ctx.kernel(key, lambda: (uops(0), [(tn, tco, nci * rows * cols, 0)]))]
         # loop over the tile's output rows and columns, one GEMM per batch block
         return [ctx.kernel(key + (n,), lambda: (uops(n), [
-            (t.th, t.tw, g.row_pitch * cols, 0), (t.tw, 1, g.sw, 0)])) for n in range(t.tn)]
+            (th, tw, g.row_pitch * cols, 0), (tw, 1, g.sw, 0)])) for n in range(tn)]
 
-    def chunks(self, t: _Tile, last: bool) -> list[tuple[int, int, int, int]]:
+    def chunks(self, t: TileStep, last: bool) -> list[tuple[int, int, int, int]]:
         """How the tile's epilogue and store are cut: (first co block, co blocks, first row,
         rows). One piece, except for the layer's last tile (batch tile of one), whose store
         nothing else can hide: its epilogue and store go in k pieces, so the store module
         drains piece j while the ALU works on piece j+1. k balances the ALU instructions
         each piece adds against the last piece's store (the layer's tail)."""
-        if not last or t.tn != 1:
-            return [(0, t.tco, 0, t.th)]
+        if not last or t.pos.tn != 1:
+            return [(0, t.cout.tco, 0, t.pos.th)]
         c = self.ctx.cfg
-        n = t.tco * t.th * t.tw
+        n = t.cout.tco * t.pos.th * t.pos.tw
         beats = max(1, c.out_elem_bytes // c.bus_bytes)
         per_piece = self.passes * (c.insn_overhead + c.alu_pipeline) + c.dma_latency
-        k = max(1, min(round((n * beats / per_piece) ** 0.5), t.tco * t.th))
-        if k <= t.tco:
-            per = -(-t.tco // k)
-            return [(j, min(per, t.tco - j), 0, t.th) for j in range(0, t.tco, per)]
-        rows = -(-t.th // -(-k // t.tco))
-        return [(j, 1, r, min(rows, t.th - r)) for j in range(t.tco)
-                for r in range(0, t.th, rows)]
+        k = max(1, min(round((n * beats / per_piece) ** 0.5), t.cout.tco * t.pos.th))
+        if k <= t.cout.tco:
+            per = -(-t.cout.tco // k)
+            return [(j, min(per, t.cout.tco - j), 0, t.pos.th) for j in range(0, t.cout.tco, per)]
+        rows = -(-t.pos.th // -(-k // t.cout.tco))
+        return [(j, 1, r, min(rows, t.pos.th - r)) for j in range(t.cout.tco)
+                for r in range(0, t.pos.th, rows)]
 
-    def epilogue_steps(self, t: _Tile, acc: int, piece) -> list:
+    def epilogue_steps(self, t: TileStep, acc: int, piece) -> list:
         j0, nj, r0, nr = piece
-        npos = t.th * t.tw
-        if nj == t.tco and nr == t.th:
-            r = Region(acc, t.tn, t.tco, npos, self.const_base(t, acc), self.nconst)
+        npos = t.pos.th * t.pos.tw
+        if nj == t.cout.tco and nr == t.pos.th:
+            r = Region(acc, t.pos.tn, t.cout.tco, npos, self.const_base(t, acc), self.nconst)
         else:
-            r = Region(acc + j0 * npos + r0 * t.tw, 1, nj, nr * t.tw if nj == 1 else npos,
+            r = Region(acc + j0 * npos + r0 * t.pos.tw, 1, nj, nr * t.pos.tw if nj == 1 else npos,
                        self.const_base(t, acc) + j0 * self.nconst, self.nconst)
         return requant_steps(self.ctx, r, self.layer.requant, vectors=True, half_folded=True)
 
-    def store(self, t: _Tile, acc: int, piece) -> None:
+    def store(self, t: TileStep, acc: int, piece) -> None:
         g, b, buf = self.g, self.b, self.out.buffer
         j0, nj, r0, nr = piece
-        npos, opos = t.th * t.tw, g.oh * g.ow
+        npos, opos = t.pos.th * t.pos.tw, g.oh * g.ow
         if opos == 1:
-            b.store_2d(acc + j0, buf, t.n0 * g.cob + t.c0 + j0, nj, t.tn, g.cob)
+            b.store_2d(acc + j0, buf, t.pos.n0 * g.cob + t.cout.c0 + j0, nj, t.pos.tn, g.cob)
             return
-        for n in range(t.tn):
-            first = ((t.n0 + n) * g.cob + t.c0) * opos
-            if t.tw == g.ow and nr == t.th:       # whole rows: one run per channel block
-                b.store_2d(acc + (n * t.tco + j0) * npos, buf,
-                           first + j0 * opos + t.oh0 * g.ow, npos, nj, opos)
+        for n in range(t.pos.tn):
+            first = ((t.pos.n0 + n) * g.cob + t.cout.c0) * opos
+            if t.pos.tw == g.ow and nr == t.pos.th:       # whole rows: one run per channel block
+                b.store_2d(acc + (n * t.cout.tco + j0) * npos, buf,
+                           first + j0 * opos + t.pos.oh0 * g.ow, npos, nj, opos)
                 continue
             for j in range(j0, j0 + nj):
-                src = acc + (n * t.tco + j) * npos + r0 * t.tw
-                dst = first + j * opos + (t.oh0 + r0) * g.ow + t.ow0
-                if t.tw == g.ow:                  # full-width rows are contiguous
-                    b.store_2d(src, buf, dst, nr * t.tw, 1, nr * t.tw)
+                src = acc + (n * t.cout.tco + j) * npos + r0 * t.pos.tw
+                dst = first + j * opos + (t.pos.oh0 + r0) * g.ow + t.pos.ow0
+                if t.pos.tw == g.ow:                  # full-width rows are contiguous
+                    b.store_2d(src, buf, dst, nr * t.pos.tw, 1, nr * t.pos.tw)
                 else:
-                    b.store_2d(src, buf, dst, t.tw, nr, g.ow)
+                    b.store_2d(src, buf, dst, t.pos.tw, nr, g.ow)
 
     # ---- the pipeline ---------------------------------------------------------------------
-    def plan(self, tiles: list[_Tile]) -> list[tuple]:
+    def plan(self, tiles: list[TileStep]) -> list[tuple]:
         """Per tile: (ACC base, reset kernel, GEMM kernels per phase, [(epilogue ALU steps,
         store piece)]). Building every kernel up front lets run() load them all at once."""
-        v, plans = self.s.vthreads, []
-        for i, t in enumerate(tiles):
-            th = i % v
+        plans = []
+        for t in tiles:
+            th = t.thread
             acc, inp, wgt = self.acc0 + th * self.acc_half, th * self.inp_half, th * self.wgt_half
-            gemms = [self.kernels(t, ph, acc, inp, wgt) for ph in t.phases]
-            pieces = self.chunks(t, i == len(tiles) - 1)
+            gemms = [self.kernels(t, ph, acc, inp, wgt) for ph in t.cout.phases]
+            pieces = self.chunks(t, t.index == len(tiles) - 1)
             epi = [(self.epilogue_steps(t, acc, pc), pc) for pc in pieces]
             plans.append((acc, self.reset_kernel(t, acc), gemms, epi))
         return plans
@@ -350,59 +259,56 @@ class _ConvEmitter:
         self.b.preload_kernels(kernels)
 
     def run(self) -> None:
-        tiles, v, tok = _tiles(self.g, self.s), self.s.vthreads, self.ctx.tokens
-        # Which loads each (tile, phase) needs given what its thread's halves already hold,
-        # and each thread's last load / last tile (a token is pushed only if someone waits).
-        resident = [(None, None)] * v
-        needs, last_load, last_tile = {}, [(-1, -1)] * v, [-1] * v
-        for i, t in enumerate(tiles):
-            th = i % v
-            last_tile[th] = i
-            for p, ph in enumerate(t.phases):
-                ik, wk = input_key(t.spatial, ph), weight_key(t.c0, t.tco, ph)
-                needs[i, p] = (ik != resident[th][0], wk != resident[th][1])
-                resident[th] = (ik, wk)
-                if any(needs[i, p]):
-                    last_load[th] = (i, p)
+        rounds = list(conv_rounds(self.g, self.s))
+        tiles = [t for rnd in rounds for t in rnd]
+        v, tok = self.s.vthreads, self.ctx.tokens
+        # Each thread's last phase that loads: its GEMMs push g2l only if a load of the thread
+        # waits for them (a token is pushed only if someone pops it).
+        last_load = [(-1, -1)] * v
+        for t in tiles:
+            for st in t.steps:
+                if st.load_input or st.load_weights:
+                    last_load[t.thread] = (t.index, st.index)
         plans = self.plan(tiles)
         gemm_tok, store_tok = [None] * v, [None] * v
         alu_stage = self.ctx.cfg.alu_stage
         self.preload(plans)
         if self.resident:
             self.load_consts()
-        for first in range(0, len(tiles), v):
-            group = list(enumerate(tiles[first:first + v]))
+        for rnd in rounds:
             l2g = [None] * v
-            for p in range(len(group[0][1].phases)):
-                for th, t in group:
-                    need_inp, need_wgt = needs[first + th, p]
+            for p in range(len(rnd[0].steps)):
+                for t in rnd:
+                    st, th = t.steps[p], t.thread
                     l2g[th] = None
-                    if need_inp or need_wgt:
+                    if st.load_input or st.load_weights:
                         tok.wait("g2l", gemm_tok[th])
-                        if need_inp:
-                            self.load_inp(t, t.phases[p], th * self.inp_half)
-                        if need_wgt:
-                            self.load_wgt(t, t.phases[p], th * self.wgt_half)
+                        if st.load_input:
+                            self.load_inp(t, st.phase, th * self.inp_half)
+                        if st.load_weights:
+                            self.load_wgt(t, st.phase, th * self.wgt_half)
                         l2g[th] = tok.push("l2g")
-                for th, t in group:
-                    acc, reset, gemms, _ = plans[first + th]
-                    if p == 0:
+                for t in rnd:
+                    st, th = t.steps[p], t.thread
+                    acc, reset, gemms, epi = plans[t.index]
+                    if st.index == 0:
                         tok.wait("s2g", store_tok[th])
                         self.start(t, acc, reset)
                     tok.wait("l2g", l2g[th])
                     for k in gemms[p]:
                         self.b.gemm(k)
-                    self.gemm_iters += t.tn * t.th * t.tw * t.tco * t.phases[p][1] * self.g.kk
-                    if (first + th, p) < last_load[th]:
+                    self.gemm_iters += (t.pos.tn * t.pos.th * t.pos.tw * t.cout.tco
+                                        * st.phase.tci * self.g.kk)
+                    if (t.index, p) < last_load[th]:
                         gemm_tok[th] = tok.push("g2l")
-                    if alu_stage and p == len(t.phases) - 1:
+                    if alu_stage and st.last:
                         # The ALU stage: this tile's epilogue and store right after its GEMMs.
                         tok.wait("g2a", tok.push("g2a"))
-                        for steps, piece in plans[first + th][3]:
+                        for steps, piece in epi:
                             emit_steps(self.ctx, steps)
                             tok.wait("a2s", tok.push("a2s"))
                             self.store(t, acc, piece)
-                        if first + th < last_tile[th]:
+                        if t.more:
                             store_tok[th] = tok.push("s2g")
             if alu_stage:
                 continue
@@ -410,24 +316,24 @@ class _ConvEmitter:
             # soon as its ALU work is done, interleaved in the stream so that the fetch stage
             # never holds the store back behind a full compute queue.
             g2s = [None] * v
-            for th, t in group:
-                acc, _, _, epi = plans[first + th]
+            for t in rnd:
+                acc, _, _, epi = plans[t.index]
                 if len(epi) > 1:
                     continue
                 emit_steps(self.ctx, epi[0][0])
-                g2s[th] = tok.push("g2s")
-            for th, t in group:
-                acc, _, _, epi = plans[first + th]
+                g2s[t.thread] = tok.push("g2s")
+            for t in rnd:
+                acc, _, _, epi = plans[t.index]
                 if len(epi) == 1:
-                    tok.wait("g2s", g2s[th])
+                    tok.wait("g2s", g2s[t.thread])
                     self.store(t, acc, epi[0][1])
                 else:
                     for steps, piece in epi:
                         emit_steps(self.ctx, steps)
                         tok.wait("g2s", tok.push("g2s"))
                         self.store(t, acc, piece)
-                if first + th < last_tile[th]:
-                    store_tok[th] = tok.push("s2g")
+                if t.more:
+                    store_tok[t.thread] = tok.push("s2g")
 
 
 def _check_operands(layer: Conv2d, cfg, x: PackedTensor, weight, bias, depthwise: bool):
@@ -450,20 +356,19 @@ def _check_operands(layer: Conv2d, cfg, x: PackedTensor, weight, bias, depthwise
 
 
 def lower_conv2d(ctx: LoweringContext, layer: Conv2d, x: PackedTensor, weight: np.ndarray,
-                 bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
-                 vthreads: int | None = None, cost=None, out: str | None = None,
+                 bias: np.ndarray | None = None, *, schedule: Schedule, out: str | None = None,
                  _matrix_out: bool = False) -> PackedTensor:
-    """Append `layer` to the stream: reads packed `x`, returns the packed int8 output tensor
-    (a new DRAM buffer named `out`, default '<layer.name>/out'). Weights (OIHW int8) and bias
-    (int32) become packed constants of the segment. `schedule` defaults to
-    choose_schedule(layer, cfg, vthreads, cost)."""
+    """Append `layer` to the stream with `schedule`: reads packed `x`, returns the packed int8
+    output tensor (a new DRAM buffer named `out`, default '<layer.name>/out'). Weights (OIHW
+    int8) and bias (int32) become packed constants of the segment. (The package's
+    lower_conv2d, choose.py, chooses the schedule when none is given.)"""
     cfg = ctx.cfg
     why = reason(layer, cfg)
     if why:
         raise TargetError(why)
     g = conv_geom(layer, cfg)
     weight, bias = _check_operands(layer, cfg, x, weight, bias, g.diag)
-    s = schedule or choose_schedule(layer, cfg, vthreads, cost)
+    s = schedule
     check_schedule(layer, cfg, s)
     ctx.begin_layer()
     wbuf = ctx.constant(f"{layer.name}/weight",
@@ -517,8 +422,8 @@ def _emit(ctx, layer: Conv2d, g: ConvGeom, s: Schedule, x: PackedTensor, wbuf: s
 
 
 def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.ndarray,
-                bias: np.ndarray | None = None, *, schedule: Schedule | None = None,
-                vthreads: int | None = None, cost=None, out: str | None = None) -> PackedTensor:
+                bias: np.ndarray | None = None, *, schedule: Schedule,
+                out: str | None = None) -> PackedTensor:
     """A dense layer (weight: out_features x in_features int8, i.e. Gemm transB=1) as a 1x1
     convolution on a 1x1 image. `x` is the (batch x in_features) matrix tensor (or an
     N x C x 1 x 1 activation); returns the (batch x out_features) matrix tensor."""
@@ -526,8 +431,6 @@ def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.
     if weight.ndim != 2:
         raise InputError(f"{layer.op} '{layer.name}': weight must be 2-D (out x in), got "
                          f"{list(weight.shape)}")
-    if schedule is None:
-        schedule = choose_schedule(layer, ctx.cfg, vthreads, cost)
     y = lower_conv2d(ctx, layer.as_conv(), x, weight.reshape(weight.shape + (1, 1)), bias,
                      schedule=schedule, out=out, _matrix_out=True)
     ctx.reports[-1].kind = "dense"
@@ -535,13 +438,15 @@ def lower_dense(ctx: LoweringContext, layer: Dense, x: PackedTensor, weight: np.
 
 
 def lower_batched_matmul(ctx: LoweringContext, layer: Dense, a: PackedTensor, wbuf: str,
-                         slices: int, out: str | None = None) -> PackedTensor:
+                         slices: int, out: str | None = None, *,
+                         schedule: Schedule) -> PackedTensor:
     """`slices` independent products A_s . B_s of two activations (attention's per-head
     Q . K^T and A . V). `a` is the (slices * N) x K matrix tensor of the A_s; `wbuf` the input
     buffer holding the B_s as weight blocks (kernel.pack_weight_slices: the host lays them out
     so, as it lays out every input); `layer` the dense layer of one slice (N rows, K -> M) with
     its requantisation. Each slice is that dense layer on views of the operands and the
-    result (DRAM aliases, no copies), scheduled once. Returns the (slices * N) x M matrix."""
+    result (DRAM aliases, no copies), all with `schedule` (the dense layer's). Returns the
+    (slices * N) x M matrix."""
     cfg = ctx.cfg
     conv = layer.as_conv()
     why = reason(conv, cfg)
@@ -552,7 +457,7 @@ def lower_batched_matmul(ctx: LoweringContext, layer: Dense, a: PackedTensor, wb
         raise InputError(f"{layer.op} '{layer.name}': A is {list(a.shape)}, expected "
                          f"[{slices * n}, {layer.in_features}] ({slices} slices of {n} rows)")
     g = conv_geom(conv, cfg)
-    s = choose_schedule(layer, cfg)
+    s = schedule
     check_schedule(conv, cfg, s)
     y = ctx.tensor(out or f"{layer.name}/out", (slices * n, m), block=cfg.block_out)
     ctx.begin_layer()

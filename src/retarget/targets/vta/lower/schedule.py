@@ -1,5 +1,5 @@
 """Schedules: how a layer is cut into tiles that fit the SRAMs of the config in use, and the
-default chooser.
+candidates a chooser picks from.
 
 A `Schedule` gives tile sizes over batch blocks (tile_n), output rows (tile_h), output columns
 (tile_w), output channel blocks (tile_co) and input channel blocks (tile_ci, the reduction),
@@ -7,8 +7,8 @@ plus 1 or 2 virtual threads. With 2 threads every SRAM (INP, WGT, ACC) is split 
 consecutive tiles alternate between them, so loads for one tile overlap compute on the other.
 
 `candidates` enumerates tilings that fit (for each channel/column choice, the most rows that
-fit, then balanced). `choose_schedule(layer, cfg, vthreads=None, cost=None)` lets the cycle
-model pick among them, thread count included (tuning.py); given a `cost`, it returns the
+fit, then balanced). `choose.choose_schedule(layer, cfg, vthreads=None, cost=None)` lets the
+cycle model pick among them, thread count included (tuning.py); given a `cost`, it returns the
 candidate of least `cost(layer, cfg, schedule, estimate)`, e.g. `dram_cost`, an estimate of
 DMA cycles: bytes over the bus plus a fixed latency per instruction.
 Nothing here is specific to one config: every limit comes from VTAConfig's depths.
@@ -387,35 +387,6 @@ def estimate(layer: Layer, cfg: VTAConfig, s: Schedule) -> Estimate:
     if isinstance(layer, Conv2d):
         return estimate_conv(layer, cfg, s)
     return estimate_alu(layer, cfg, s)
-
-
-def choose_schedule(layer: Layer, cfg: VTAConfig, vthreads: int | None = None,
-                    cost: CostFn | None = None) -> Schedule:
-    """The schedule to lower `layer` with (TargetError naming the layer when none fits).
-
-    vthreads: 1 or 2, or None to let the choice include the thread count. cost: None (the
-    default) lets the cycle model decide (tuning.model_schedule: candidates ranked
-    analytically, the best few timed with timing.simulate_timing, cached by geometry and
-    config); a CostFn instead picks the candidate of least cost(layer, cfg, schedule,
-    estimate), e.g. dram_cost (fast, DRAM traffic only) or tuning.model_cost (times all)."""
-    if cost is None:
-        # The one import inside a function that closes a real cycle: the cycle model times
-        # candidate lowerings (tuning -> conv, alu_layers), and lowering a layer without a
-        # given schedule asks for one here. Untying it means the lowering taking its schedule
-        # from the caller; until then the cost model is imported when it is first asked.
-        from .tuning import model_schedule
-        best = model_schedule(layer, cfg, vthreads)
-    else:
-        cands = ([] if vthreads == 2 else candidates(layer, cfg, vthreads or 1)) + \
-            ([] if vthreads == 1 else candidates(layer, cfg, vthreads or 2))
-        best = min(cands, key=lambda s: cost(layer, cfg, s, estimate(layer, cfg, s)),
-                   default=None)
-    if best is None:
-        raise TargetError(f"{type(layer).__name__} '{layer.name}': no tiling fits the SRAMs of "
-                          f"config {cfg.name!r} with {vthreads or '1 or 2'} virtual thread(s) "
-                          f"(inp {cfg.inp_depth}, wgt {cfg.wgt_depth}, acc {cfg.acc_depth} "
-                          "entries)")
-    return best
 
 
 def check_schedule(layer: Layer, cfg: VTAConfig, s: Schedule) -> None:

@@ -35,7 +35,9 @@ from .layers import Conv2d, Dense, Layer, Pool2d, Requant, RequantizeLayer, Resi
 from .schedule import (Schedule, _axis_real, candidates, conv_consts, conv_geom, dram_cost,
                        estimate, resident_consts)
 from .tensor import ceil_div
-from .conv import _co_plans, _first_tile_head, _window, lower_conv2d_for_timing
+from .walk import (ChannelTile, Position, TileStep, clear_cache as clear_walk_cache,
+                   conv_rounds, conv_walk, first_tile)
+from .conv import _window, lower_conv2d_for_timing
 from .alu_layers import lower_pool2d, lower_requantize, lower_residual_add
 
 SCREENED = 24                  # candidates per thread count ranked by conv_cycles after the screen
@@ -57,6 +59,7 @@ def clear_cache() -> None:
     _CACHE.clear()
     _CYCLES.clear()
     _axis_real.cache_clear()
+    clear_walk_cache()
 
 
 def searched_layers() -> list[tuple[Layer, VTAConfig, int | None]]:
@@ -66,21 +69,15 @@ def searched_layers() -> list[tuple[Layer, VTAConfig, int | None]]:
 
 
 # ---- the analytic ranking ---------------------------------------------------------------------
-class _Shape:
-    """The fields of a conv tile that conv_cycles' input_loads and store_cost read."""
-    __slots__ = ("tn", "th", "tw", "tco", "oh0", "ow0")
-
-    def __init__(self, tn: int, th: int, tw: int, tco: int, oh0: int = 0, ow0: int = 0):
-        self.tn, self.th, self.tw, self.tco, self.oh0, self.ow0 = tn, th, tw, tco, oh0, ow0
-
-
 class _TileCosts(NamedTuple):
     """What a conv tile costs beyond its loads, by its shape alone (conv_cycles)."""
     gemm: int              # kernels * (overhead + GEMM pipeline) per phase
     reset: int             # cycles of the accumulator reset
     epilogue: int          # cycles of the requantisation ALU passes
-    store: tuple           # (cycles, bus beats) of its stores
-    const: tuple | None    # (cycles, beats) of its bias / requant load; None when resident
+    store_cycles: int      # its stores: cycles on the store module
+    store_beats: int       # and bus beats
+    const_cycles: int      # its bias / requant load (0 when the constants are resident)
+    const_beats: int
     work: int              # tn * positions * tco * kernel taps (GEMM iterations per input block)
 
 
@@ -95,9 +92,10 @@ def _epilogue_passes(layer: Conv2d) -> int:
 
 
 def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
-    """Analytic cycles of a conv/dense schedule: the emitter's (tile, phase) sequence through
-    three in-order modules with its token waits, each step costed like timing.insn_cost; the
-    shared bus only as a lower bound. Micro-op loads are ignored. For ranking, not reporting."""
+    """Analytic cycles of a conv/dense schedule: the tile walk (walk.conv_walk, what the emitter
+    emits) through three in-order modules with the emitter's token waits, each step costed like
+    timing.insn_cost; the shared bus only as a lower bound. Micro-op loads are ignored. For
+    ranking, not reporting."""
     if isinstance(layer, Dense):
         layer = layer.as_conv()
     g, c = conv_geom(layer, cfg), cfg
@@ -111,12 +109,13 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
     depth = max(1, c.cmd_queue_depth)
     kk, cig_kk = g.kk, g.cig * g.kk
     passes = _epilogue_passes(layer)
+    hw = g.h * g.w
 
     def dma(rows: int, row_elems: int, elem_bytes: int, pad: int = 0) -> tuple[int, int]:
         beats = rows * ceil_div(row_elems * elem_bytes, bus)
         return ovh + lat + beats + pad, beats
 
-    def input_loads(t, nci: int) -> tuple[int, int, int]:
+    def input_loads(t: Position, nci: int) -> tuple[int, int, int]:
         """(cycles, beats) of each input LOAD of a tile phase, and how many there are."""
         r_lo, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
         c_lo, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
@@ -126,25 +125,27 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             return dma(nci, hw, inp_eb) + (t.tn,)
         return dma(r_n, c_n, inp_eb, rows * cols - r_n * c_n) + (t.tn * nci,)
 
-    def store_cost(t) -> tuple[int, int]:
-        npos, opos = t.th * t.tw, g.oh * g.ow
+    def store_cost(tn: int, th: int, tw: int, tco: int) -> tuple[int, int]:
+        npos, opos = th * tw, g.oh * g.ow
         if opos == 1:
-            return dma(t.tn, t.tco, out_eb)
+            return dma(tn, tco, out_eb)
         if npos == opos:
-            d, b = dma(t.tco, opos, out_eb)
-            return d * t.tn, b * t.tn
-        d, b = dma(t.th, t.tw, out_eb)
-        return d * t.tn * t.tco, b * t.tn * t.tco
+            d, b = dma(tco, opos, out_eb)
+            return d * tn, b * tn
+        d, b = dma(th, tw, out_eb)
+        return d * tn * tco, b * tn * tco
 
-    hw = g.h * g.w
-    inp_loads: dict[tuple, tuple[int, int, int]] = {}   # tiles repeat their input windows
-    # and their weight transfers: (cycles, beats) by (tci, tco)
+    # The walk repeats positions' input windows (one per channel tile), weight transfers and
+    # tile shapes: each is costed once. (cycles, beats, count) by (position, nci); (cycles,
+    # beats) by (tci, tco); _TileCosts by (tn, th, tw, tco).
+    inp_loads: dict[tuple, tuple[int, int, int]] = {}
     wgt_loads: dict[tuple, tuple[int, int]] = {}
+    shapes: dict[tuple, _TileCosts] = {}
 
-    def inp_load(win, pos, nci: int) -> tuple[int, int, int]:
-        il = inp_loads.get((win, nci))
+    def inp_load(pos: Position, nci: int) -> tuple[int, int, int]:
+        il = inp_loads.get((pos, nci))
         if il is None:
-            il = inp_loads[win, nci] = input_loads(pos, nci)
+            il = inp_loads[pos, nci] = input_loads(pos, nci)
         return il
 
     def wgt_load(tci: int, tco: int) -> tuple[int, int]:
@@ -154,74 +155,58 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
             wl = wgt_loads[tci, tco] = (dma(1, x * tco, wgt_eb) if x == cig_kk
                                         else dma(tco, x, wgt_eb))
         return wl
-    # What a tile costs beyond its loads depends on its shape alone: (tn, th, tw, tco) ->
-    # its _TileCosts
-    shapes: dict[tuple, _TileCosts] = {}
 
-    def shape_of(tn: int, th: int, tw: int, tco: int) -> _TileCosts:
-        npos = th * tw
-        n_acc = tn * tco * npos
-        kernels = 1 if npos == 1 else tn
-        t = _Shape(tn, th, tw, tco)
-        return _TileCosts(kernels * (ovh + gemm_pipe), ovh + gemm_pipe + n_acc,
-                          passes * (ovh + alu_pipe + n_acc * alu_ii), store_cost(t),
-                          None if resident else dma(1, tco * nconst, acc_eb),
-                          tn * npos * tco * kk)
+    def tile_costs(t: TileStep) -> _TileCosts:
+        pos, tco = t.pos, t.cout.tco
+        key = (pos.tn, pos.th, pos.tw, tco)
+        sh = shapes.get(key)
+        if sh is None:
+            tn, th, tw, _ = key
+            npos = th * tw
+            n_acc = tn * tco * npos
+            kernels = 1 if npos == 1 else tn
+            const = (0, 0) if resident else dma(1, tco * nconst, acc_eb)
+            sh = shapes[key] = _TileCosts(kernels * (ovh + gemm_pipe), ovh + gemm_pipe + n_acc,
+                                          passes * (ovh + alu_pipe + n_acc * alu_ii),
+                                          *store_cost(tn, th, tw, tco), *const,
+                                          tn * npos * tco * kk)
+        return sh
 
-    # The tiles in emission order (conv._tiles), each as (spatial key, input-window key,
-    # tile, c0, tco, phases, shape costs); the keys are shared by the tiles of one position.
-    co_plans = _co_plans(g, s)
-    tiles = []
-    for n0 in range(0, g.nb, s.tile_n):
-        tn = min(s.tile_n, g.nb - n0)
-        for oh0 in range(0, g.oh, s.tile_h):
-            th_ = min(s.tile_h, g.oh - oh0)
-            for ow0 in range(0, g.ow, s.tile_w):
-                tw = min(s.tile_w, g.ow - ow0)
-                sp = (n0, tn, oh0, th_, ow0, tw)
-                win = (oh0, th_, ow0, tw, tn)
-                pos = _Shape(tn, th_, tw, 0, oh0, ow0)
-                for c0, tco, phases, _ in co_plans:
-                    sh = shapes.get((tn, th_, tw, tco))
-                    if sh is None:
-                        sh = shapes[tn, th_, tw, tco] = shape_of(tn, th_, tw, tco)
-                    tiles.append((sp, win, pos, c0, tco, phases, sh))
     v = s.vthreads
     t_load = t_comp = t_store = t_alu = 0
     alu_stage = c.alu_stage
     bus_beats = 0
-    gemm_done, store_done = [0] * v, [0] * v
-    res_i, res_w = [None] * v, [None] * v       # what each thread's halves hold
     if resident:
         d, b = dma(1, g.cob * nconst, acc_eb)
         t_comp, bus_beats = d, b
     if v == 1:
-        return _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load)
-    for first in range(0, len(tiles), v):
-        group = list(enumerate(tiles[first:first + v]))
-        nph = len(group[0][1][5])
-        for p in range(nph):
+        return _one_thread(conv_walk(g, s), t_comp, bus_beats, alu_stage, depth, inp_load,
+                           wgt_load, shapes, tile_costs)
+    gemm_done, store_done = [0] * v, [0] * v
+    for rnd in conv_rounds(g, s):
+        # per tile of the round: (thread, position, output blocks, phase steps, costs), read
+        # into locals (as PhaseStep's fields below): this loop runs per phase of every tile of
+        # every two-thread candidate the search ranks, and attribute reads cost it a sixth more
+        tiles = [(t.thread, t.pos, t.cout.tco, t.steps,
+                  shapes.get((t.pos.tn, t.pos.th, t.pos.tw, t.cout.tco)) or tile_costs(t))
+                 for t in rnd]                # tile_costs, inlined
+        for p in range(len(rnd[0].steps)):
             ready = [0] * v
             runs = []      # this phase's loads in stream order: (first start, cost each, count)
             nloads = 0
-            for th, (sp, win, pos, c0, tco, phases, sh) in group:
-                p0, tci, ci0, nci = phases[p]
-                # conv.input_key / conv.weight_key, inlined: this runs per phase of every
-                # tile of every candidate the search ranks
-                ik, wk = (sp, ci0, nci), (c0, tco, p0, tci)
-                need_i, need_w = ik != res_i[th], wk != res_w[th]
-                res_i[th], res_w[th] = ik, wk
-                if not (need_i or need_w):
+            for th, pos, tco, steps, _ in tiles:
+                ph, _, _, load_input, load_weights = steps[p]
+                if not (load_input or load_weights):
                     continue
                 if gemm_done[th] > t_load:
                     t_load = gemm_done[th]
-                if need_i:
-                    d, b, count = inp_load(win, pos, nci)
+                if load_input:
+                    d, b, count = inp_load(pos, ph.nci)
                     runs.append((t_load, d, count))
                     nloads += count
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
-                if need_w:
-                    d, b = wgt_load(tci, tco)
+                if load_weights:
+                    d, b = wgt_load(ph.tci, tco)
                     runs.append((t_load, d, 1))
                     nloads += 1
                     t_load, bus_beats = t_load + d, bus_beats + b
@@ -236,60 +221,58 @@ def conv_cycles(layer: Conv2d | Dense, cfg: VTAConfig, s: Schedule) -> int:
                         gate = start + d * m
                         break
                     m -= count
-            for th, (sp, win, pos, c0, tco, phases, sh) in group:
-                gemm_cost, reset, epi, store, const, work = sh
-                if p == 0:
-                    t_comp = max(t_comp, store_done[th], gate) + reset
-                    if const is not None:
-                        t_comp, bus_beats = t_comp + const[0], bus_beats + const[1]
-                t_comp = max(t_comp, ready[th], gate) + gemm_cost + work * tci
+            for th, _, _, steps, sh in tiles:
+                ph, index, last, _, _ = steps[p]
+                if index == 0:
+                    t_comp = max(t_comp, store_done[th], gate) + sh.reset + sh.const_cycles
+                    bus_beats += sh.const_beats
+                t_comp = max(t_comp, ready[th], gate) + sh.gemm + sh.work * ph.tci
                 gemm_done[th] = t_comp
-                if alu_stage and p == len(phases) - 1:
+                if alu_stage and last:
                     # the ALU stage: this tile's epilogue on its own module, then its store
-                    t_alu = max(t_alu, t_comp) + epi
-                    t_store = max(t_store, t_alu) + store[0]
-                    bus_beats += store[1]
+                    t_alu = max(t_alu, t_comp) + sh.epilogue
+                    t_store = max(t_store, t_alu) + sh.store_cycles
+                    bus_beats += sh.store_beats
                     store_done[th] = t_store
         if alu_stage:
             continue
         epi_done = [0] * v
-        for th, (*_, sh) in group:
+        for th, _, _, _, sh in tiles:
             t_comp += sh.epilogue
             epi_done[th] = t_comp
-        for th, (*_, sh) in group:
-            d, b = sh.store
-            t_store = max(t_store, epi_done[th]) + d
-            bus_beats += b
+        for th, _, _, _, sh in tiles:
+            t_store = max(t_store, epi_done[th]) + sh.store_cycles
+            bus_beats += sh.store_beats
             store_done[th] = t_store
     return max(t_comp, t_alu, t_store, bus_beats)
 
 
-def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load) -> int:
+def _one_thread(walk, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load, shapes,
+                tile_costs) -> int:
     """conv_cycles' loop for one virtual thread (most candidates): the same steps with the
-    per-thread lists and the group of one taken out."""
+    per-thread lists and the round of one taken out."""
     t_load = t_store = t_alu = 0
     gemm_done = store_done = 0
-    res_i = res_w = None
-    for sp, win, pos, c0, tco, phases, sh in tiles:
-        gemm_cost, reset, epi, store, const, work = sh
-        last = len(phases) - 1
-        for p, (p0, tci, ci0, nci) in enumerate(phases):
-            ik, wk = (sp, ci0, nci), (c0, tco, p0, tci)      # conv.input_key / weight_key
-            need_i, need_w = ik != res_i, wk != res_w
-            res_i, res_w = ik, wk
+    for t in walk:
+        pos, tco = t.pos, t.cout.tco
+        sh = shapes.get((pos.tn, pos.th, pos.tw, tco)) or tile_costs(t)    # tile_costs, inlined
+        gemm, reset, epilogue, store_cycles, store_beats, const_cycles, const_beats, work = sh
+        # unpacked rather than read by attribute (PhaseStep's and _TileCosts' fields, in
+        # order): this loop runs per phase of every tile of every candidate the search ranks
+        for ph, index, last, load_input, load_weights in t.steps:
             ready = gate = 0
-            if need_i or need_w:
+            if load_input or load_weights:
                 if gemm_done > t_load:
                     t_load = gemm_done
                 loads = 0                    # LOADs queued so far in this phase
                 first_start = first_d = first_n = None
-                if need_i:
-                    d, b, count = inp_load(win, pos, nci)
+                if load_input:
+                    d, b, count = inp_load(pos, ph.nci)
                     first_start, first_d, first_n = t_load, d, count
                     loads = count
                     t_load, bus_beats = t_load + d * count, bus_beats + b * count
-                if need_w:
-                    d, b = wgt_load(tci, tco)
+                if load_weights:
+                    d, b = wgt_load(ph.tci, tco)
                     w_start = t_load
                     loads += 1
                     t_load, bus_beats = t_load + d, bus_beats + b
@@ -302,24 +285,23 @@ def _one_thread(tiles, t_comp, bus_beats, alu_stage, depth, inp_load, wgt_load) 
                         gate = first_start + first_d * m
                     else:
                         m -= first_n or 0
-                        if need_w and m < 1:
+                        if load_weights and m < 1:
                             gate = w_start
-            if p == 0:
-                t_comp = max(t_comp, store_done, gate) + reset
-                if const is not None:
-                    t_comp, bus_beats = t_comp + const[0], bus_beats + const[1]
-            t_comp = max(t_comp, ready, gate) + gemm_cost + work * tci
+            if index == 0:
+                t_comp = max(t_comp, store_done, gate) + reset + const_cycles
+                bus_beats += const_beats
+            t_comp = max(t_comp, ready, gate) + gemm + work * ph.tci
             gemm_done = t_comp
-            if alu_stage and p == last:
-                t_alu = max(t_alu, t_comp) + epi
-                t_store = max(t_store, t_alu) + store[0]
-                bus_beats += store[1]
+            if alu_stage and last:
+                t_alu = max(t_alu, t_comp) + epilogue
+                t_store = max(t_store, t_alu) + store_cycles
+                bus_beats += store_beats
                 store_done = t_store
         if alu_stage:
             continue
-        t_comp += epi
-        t_store = max(t_store, t_comp) + store[0]
-        bus_beats += store[1]
+        t_comp += epilogue
+        t_store = max(t_store, t_comp) + store_cycles
+        bus_beats += store_beats
         store_done = t_store
     return max(t_comp, t_alu, t_store, bus_beats)
 
@@ -401,16 +383,16 @@ def _lower_bound(g, c: VTAConfig, s: Schedule, passes: int, floor: int) -> int:
                    + passes * items * (c.insn_overhead + c.alu_pipeline))
     # Nothing but the first tile's reset can run before its first phase has been loaded: a
     # big first load (wide weight tiles) costs that much more on every thread count.
-    t0 = _first_tile_head(g, s)     # its first phase: all _first_load_cycles reads
-    reset0 = c.insn_overhead + c.gemm_pipeline + t0.tn * t0.tco * t0.th * t0.tw
-    return compute + max(0, _first_load_cycles(g, c, t0) - reset0)
+    pos, cout = first_tile(g, s)
+    reset0 = c.insn_overhead + c.gemm_pipeline + pos.tn * cout.tco * pos.th * pos.tw
+    return compute + max(0, _first_load_cycles(g, c, pos, cout) - reset0)
 
 
-def _first_load_cycles(g, c: VTAConfig, t) -> int:
+def _first_load_cycles(g, c: VTAConfig, t: Position, cout: ChannelTile) -> int:
     """Load-module cycles of a tile's first phase (inputs and weights), as conv_cycles costs
     them (the bus to itself)."""
     ovh_lat = c.insn_overhead + c.dma_latency
-    _, tci, _, nci = t.phases[0]
+    tci, nci, tco = cout.phases[0].tci, cout.phases[0].nci, cout.tco
     _, r_n, ypb, ypa, rows = g.row_window(t.oh0, t.th)
     _, c_n, xpb, xpa, cols = _window(t.ow0, t.tw, g.sw, g.kw, g.pads[1], g.w)
     eb, bus = c.inp_elem_bytes, c.bus_bytes
@@ -421,8 +403,8 @@ def _first_load_cycles(g, c: VTAConfig, t) -> int:
     else:
         inp = t.tn * nci * (ovh_lat + r_n * ceil_div(c_n * eb, bus) + rows * cols - r_n * c_n)
     x = tci * g.kk
-    wgt = ovh_lat + (ceil_div(x * t.tco * c.wgt_elem_bytes, bus) if x == g.cig * g.kk
-                     else t.tco * ceil_div(x * c.wgt_elem_bytes, bus))
+    wgt = ovh_lat + (ceil_div(x * tco * c.wgt_elem_bytes, bus) if x == g.cig * g.kk
+                     else tco * ceil_div(x * c.wgt_elem_bytes, bus))
     return inp + wgt
 
 
@@ -486,7 +468,7 @@ def _screener(layer: Conv2d | Dense, cfg: VTAConfig):
         else:
             compute = (floor + items * (nph + 1) * (ovh + gemm_pipe)
                        + passes * items * (ovh + alu_pipe))
-        # the first tile (conv._first_tile_head) and its first phase's loads
+        # the first tile (walk.first_tile) and its first phase's loads
         tn, th, tw = min(tn_, nb), min(th_, oh), min(tw_, ow)
         if spans:
             tco = min(tco_, cob)
