@@ -6,8 +6,9 @@ targets/c/kernels/int8.c, bit-exact with the integer reference.
     int8_support(node)       # None when a routine runs the node, else why not
 
 Each Conv / Gemm with int8 operands is one call with the Requantize / RequantizeMul that is
-its sole reader fused into its epilogue (int32 accumulation, then the output stage in int64,
-as the reference); every other integer node is a call of its own. The loop-nest IR has no
+its sole reader fused into its epilogue (int32 accumulation, then the output stage, exact as
+the reference's int64) and, for a group-1 conv, the int8 Pad its input alone comes from fused
+into its input rewrite; every other integer node is a call of its own. The loop-nest IR has no
 integer shifts, so these calls carry a signature kernel (their tensors, no statements): the
 verifier still checks every binding against the buffers, `check_int8` checks the routine's
 integer arguments against the tensors' sizes, and the meaning is the nodes' definitions in
@@ -42,13 +43,22 @@ from ..aot.lower import Fused
 from ..aot.program import Call, Routine
 from ..base import Region
 from .packing import DKB, IKB, AsInt32, DotPacking, IntBlockPacking
+from .packing_int8 import FKB, FlatPacking
 
 INT8_FILES = ("int8.c", "int8_dot.c")
+# routines that write a scratch tensor after their output (the relaid input)
+_SCRATCH_ROUTINES = ("rt_conv_s8_dot", "rt_conv_s8_flat")
+FLAT_TAIL = 16            # int8_dot.c RT_FTAIL: scratch words past the relaid input
+# rt_conv_s8_flat for a stride-1 layer with at least this many output positions (one vector),
+# and, unless 1 x 1, at least FLAT_MIN_3X3 (on tiny maps with big windows the channels-in-lanes
+# rt_conv_s8_dot is faster: benchmarks in docs/benchmarks.md, "int8 kernels")
+FLAT_MIN_POSITIONS = 16
+FLAT_MIN_3X3 = 64
 # routine name -> number of pointer operands (the int8 routines of int8.c)
 INT8_ROUTINES = {"rt_quantize_p2": 2, "rt_dequantize_p2": 2, "rt_requantize_s32": 4,
                  "rt_quantize_linear": 2, "rt_dequantize_linear": 2,
                  "rt_qadd_s8": 3, "rt_pad_s8": 2, "rt_pool_s8": 2, "rt_conv_s8": 6,
-                 "rt_conv_s8_dot": 8, "rt_dwconv_s8": 6,
+                 "rt_conv_s8_dot": 8, "rt_conv_s8_flat": 8, "rt_dwconv_s8": 6,
                  "rt_gather_s8": 3, "rt_transpose_s8": 2, "rt_concat": -1}
 _INT = ("int8", "int32")
 MAX_POOL_WIDTH = 4096     # int8.c rt_pool_s8's row buffer
@@ -315,24 +325,52 @@ def _layer_epilogue(L: "_IntLayer", node: Node, stage_node: Node | None, inputs:
     return bias, mul, shift, stage, out_value
 
 
-def _dot_call(node: Node, stage_node: Node | None) -> Fused:
-    """A group-1 int8 layer on rt_conv_s8_dot, its input rewritten into a scratch."""
+def _flat(L: _IntLayer) -> bool:
+    """Whether rt_conv_s8_flat (output positions in the lanes) runs the group-1 layer, else
+    rt_conv_s8_dot (output channels in the lanes)."""
+    n, c, hp, wp, k, r, s, sh, sw, oh, ow, _ = L.ints
+    positions = oh * ow
+    return sh == sw == 1 and positions >= FLAT_MIN_POSITIONS and \
+        (r * s == 1 or positions >= FLAT_MIN_3X3)
+
+
+def _pad_begin(pad: Node) -> tuple[int, int]:
+    """The rows and columns an int8 Pad (int8_support's: zeros on the spatial dims) adds
+    before the map."""
+    p = [int(v) for v in np.asarray(pad.inputs[1].const).reshape(-1)]
+    return p[2], p[3]
+
+
+def _quad_call(node: Node, stage_node: Node | None, pad: Node | None = None) -> Fused:
+    """A group-1 int8 layer on rt_conv_s8_flat or rt_conv_s8_dot (dot products of 4 input
+    channels), its input rewritten into a scratch; with `pad` (the Pad its input comes
+    from), that rewrite pads the Pad's input instead, so the padded map is never stored."""
     L = _int_layer(node)
     n, c, hp, wp, k, r, s, sh, sw, oh, ow, _ = L.ints
-    blocks, c4 = -(-k // DKB), -(-c // 4)
-    tag = "t" if L.transpose else ""
-    pack = DotPacking(f"{L.w.name}__d{DKB}{tag}", L.w.name, L.transpose)
-    corr = DotPacking(f"{L.w.name}__d{DKB}{tag}_corr", L.w.name, L.transpose, True)
-    inputs = [_t(L.x), Tensor(pack.name, (blocks, c4, r, s, DKB, 4), "int8"),
-              Tensor(corr.name, (blocks * DKB,), "int32")]
+    source, (pt, pl) = (L.x, (0, 0)) if pad is None else (pad.inputs[0], _pad_begin(pad))
+    h, w = source.type.shape[2:] if len(source.type.shape) == 4 else (hp, wp)
+    flat = _flat(L)
+    packing, block = (FlatPacking, FKB) if flat else (DotPacking, DKB)
+    blocks, c4 = -(-k // block), -(-c // 4)
+    tag = f"__{'f' if flat else 'd'}{block}{'t' if L.transpose else ''}"
+    pack = packing(f"{L.w.name}{tag}", L.w.name, L.transpose)
+    corr = packing(f"{L.w.name}{tag}_corr", L.w.name, L.transpose, True)
+    inputs = [_t(source), Tensor(pack.name, (blocks, c4, r, s, block, 4), "int8"),
+              Tensor(corr.name, (blocks * block,), "int32")]
     relayouts = [pack, corr]
     bias, mul, shift, stage, out_value = _layer_epilogue(L, node, stage_node, inputs, relayouts)
-    scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
-    nodes = (node,) if stage_node is None else (node, stage_node)
+    fused = int(stage_node is not None)
+    geometry = (n, c, h, w, pt, pl, hp, wp, k, r, s)
+    if flat:      # one image at a time, and the words the last tile may read past it
+        scratch = Tensor(f"{out_value.name}__xs", (c4 * hp * wp + FLAT_TAIL,), "int32")
+        name, ints = "rt_conv_s8_flat", geometry + (oh, ow, fused) + stage
+    else:
+        scratch = Tensor(f"{out_value.name}__xs", (n, c4, hp, wp), "int32")
+        name, ints = "rt_conv_s8_dot", geometry + (sh, sw, oh, ow, fused) + stage
+    nodes = tuple(x for x in (pad, node, stage_node) if x is not None)
     k_sig = Kernel(f"int8_{node.name}", tuple(inputs), (_t(out_value), scratch), ())
-    ints = L.ints[:11] + (int(stage_node is not None),) + stage
-    routine = Routine("rt_conv_s8_dot", (0, 1, 2, bias, mul, shift, len(inputs),
-                                         len(inputs) + 1), tuple(int(i) for i in ints))
+    routine = Routine(name, (0, 1, 2, bias, mul, shift, len(inputs), len(inputs) + 1),
+                      tuple(int(i) for i in ints))
     return Fused(nodes, Scheduled(k_sig, tuple(relayouts)), routine, (scratch.name,))
 
 
@@ -353,10 +391,10 @@ def _dw_call(node: Node, stage_node: Node | None) -> Fused:
                  (0, 1, bias, mul, shift, len(inputs)), relayouts)
 
 
-def _conv_call(node: Node, stage_node: Node | None) -> Fused:
+def _conv_call(node: Node, stage_node: Node | None, pad: Node | None) -> Fused:
     L = _int_layer(node)
     if L.groups == 1:
-        return _dot_call(node, stage_node)
+        return _quad_call(node, stage_node, pad)
     if _depthwise(L):
         return _dw_call(node, stage_node)
     pack = IntBlockPacking(f"{L.w.name}__i{IKB}{'t' if L.transpose else ''}", L.w.name,
@@ -408,10 +446,9 @@ def _single_call(node: Node) -> Fused:
         return _call((node,), [_t(x)], _t(y), "rt_pool_s8",
                      (int(op == "SumPool"),) + _pool_geometry(node))
     if op == "Pad":
-        p = [int(v) for v in np.asarray(node.inputs[1].const).reshape(-1)]
         n, c, h, w = x.type.shape
         return _call((node,), [_t(x)], _t(y), "rt_pad_s8",
-                     (n * c, h, w, p[2], p[3], y.type.shape[2], y.type.shape[3]))
+                     (n * c, h, w) + _pad_begin(node) + tuple(y.type.shape[2:]))
     if op == "Concat":
         axis = int(a["axis"]) % len(y.type.shape)
         rows = int(np.prod(y.type.shape[:axis], dtype=np.int64))
@@ -444,6 +481,25 @@ def _single_call(node: Node) -> Fused:
     raise GraphError(f"no int8 routine for {op} {node.name!r}")
 
 
+def _padding_of(region: Region, readers: dict[str, list[Node]], outputs: set[str],
+                taken: set[str]) -> dict[str, Node]:
+    """conv name -> the int8 Pad whose output only that group-1 int8 conv reads (not a
+    region output): the conv's input rewrite pads the map itself (_quad_call)."""
+    producer = {v.name: n for n in region.nodes for v in n.outputs}
+    pads = {}
+    for node in region.nodes:
+        if node.op != "Conv" or not is_integer_node(node) or int8_support(node) is not None:
+            continue
+        x = node.inputs[0]
+        pad = producer.get(x.name)
+        if pad is None or pad.op != "Pad" or pad.name in taken or x.name in outputs or \
+                len(readers.get(x.name, [])) != 1 or int8_support(pad) is not None or \
+                _int_layer(node).groups != 1:
+            continue
+        pads[node.name] = pad
+    return pads
+
+
 def plan_int8(region: Region, taken: set[str] = frozenset()) -> list[Fused]:
     """A call for every integer node of the region (those not in `taken`)."""
     readers: dict[str, list[Node]] = {}
@@ -452,7 +508,8 @@ def plan_int8(region: Region, taken: set[str] = frozenset()) -> list[Fused]:
             if v is not None:
                 readers.setdefault(v.name, []).append(n)
     outputs = {v.name for v in region.outputs}
-    done, groups = set(taken), []
+    pads = _padding_of(region, readers, outputs, taken)
+    done, groups = set(taken) | {p.name for p in pads.values()}, []
     for node in region.nodes:
         if node.name in done or not is_integer_node(node) or int8_support(node) is not None:
             continue
@@ -461,7 +518,7 @@ def plan_int8(region: Region, taken: set[str] = frozenset()) -> list[Fused]:
             nxt = readers.get(y.name, [])
             stage = nxt[0] if (len(nxt) == 1 and y.name not in outputs and nxt[0].op in
                                ("Requantize", "RequantizeMul") and _stage(nxt[0])) else None
-            groups.append(_conv_call(node, stage))
+            groups.append(_conv_call(node, stage, pads.get(node.name)))
             done.update([node.name] + ([stage.name] if stage else []))
         else:
             groups.append(_single_call(node))
@@ -488,8 +545,7 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "int8", i[0]), (1, "int8", i[0]), (2, "int8", i[0])]
     if r.name == "rt_pad_s8":
         nc, h, w, pt, pl, hp, wp = i
-        if pt + h > hp or pl + w > wp:
-            raise ValueError("padding outside the padded map")
+        _check_padded(h, w, pt, pl, hp, wp)
         return [(0, "int8", nc * h * w), (1, "int8", nc * hp * wp)]
     if r.name == "rt_pool_s8":
         is_sum, nc, h, w, *_, oh, ow = i
@@ -505,14 +561,25 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
         return [(0, "int8", n * c * hp * wp), (1, "int32", wsize), (2, "int32", k),
                 (3, "int32", k), (4, "int32", k), (5, "int8" if out_s8 else "int32", n * k * oh * ow)]
     if r.name == "rt_conv_s8_dot":
-        n, c, hp, wp, k, rr, ss, sh, sw, oh, ow, out_s8 = i[:12]
+        n, c, h, w, pt, pl, hp, wp, k, rr, ss, sh, sw, oh, ow, out_s8 = i[:16]
+        _check_padded(h, w, pt, pl, hp, wp)
         if (hp - rr) // sh + 1 != oh or (wp - ss) // sw + 1 != ow or hp < rr or wp < ss:
             raise ValueError("window, strides and sizes disagree")
         blocks, c4 = -(-k // DKB), -(-c // 4)
-        return [(0, "int8", n * c * hp * wp), (1, "int8", blocks * c4 * rr * ss * DKB * 4),
+        return [(0, "int8", n * c * h * w), (1, "int8", blocks * c4 * rr * ss * DKB * 4),
                 (2, "int32", blocks * DKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
                 (6, "int8" if out_s8 else "int32", n * k * oh * ow),
                 (7, "int32", n * c4 * hp * wp)]
+    if r.name == "rt_conv_s8_flat":
+        n, c, h, w, pt, pl, hp, wp, k, rr, ss, oh, ow, out_s8 = i[:14]
+        _check_padded(h, w, pt, pl, hp, wp)
+        if hp - rr + 1 != oh or wp - ss + 1 != ow or hp < rr or wp < ss:
+            raise ValueError("window and sizes disagree (stride 1)")
+        blocks, c4 = -(-k // FKB), -(-c // 4)
+        return [(0, "int8", n * c * h * w), (1, "int8", blocks * c4 * rr * ss * FKB * 4),
+                (2, "int32", blocks * FKB), (3, "int32", k), (4, "int32", k), (5, "int32", k),
+                (6, "int8" if out_s8 else "int32", n * k * oh * ow),
+                (7, "int32", c4 * hp * wp + FLAT_TAIL)]
     if r.name == "rt_dwconv_s8":
         n, c, hp, wp, rr, ss, sh, sw, oh, ow, out_s8 = i[:11]
         if (hp - rr) // sh + 1 != oh or (wp - ss) // sw + 1 != ow or hp < rr or wp < ss or \
@@ -540,6 +607,11 @@ def _expected(r: Routine, params: Sequence[Tensor]) -> list[tuple[int, str, int]
     raise ValueError(f"unknown routine {r.name!r}")
 
 
+def _check_padded(h: int, w: int, pt: int, pl: int, hp: int, wp: int) -> None:
+    if min(pt, pl) < 0 or pt + h > hp or pl + w > wp:
+        raise ValueError(f"a {h} x {w} map at ({pt}, {pl}) is outside the padded {hp} x {wp}")
+
+
 # the routines with float arguments: (integer arguments, float arguments)
 _LINEAR_ARGS = {"rt_quantize_linear": (4, 1), "rt_dequantize_linear": (2, 1)}
 
@@ -552,7 +624,7 @@ def check_int8(call: Call) -> None:
         want = INT8_ROUTINES[r.name]
         if want != -1 and len(r.operands) != want:
             raise ValueError(f"{len(r.operands)} operands, expected {want}")
-        outputs = 2 if r.name == "rt_conv_s8_dot" else 1      # the dot routine's scratch
+        outputs = 2 if r.name in _SCRATCH_ROUTINES else 1      # and the scratch
         if any(not -1 <= o < len(params) for o in r.operands) or \
                 r.operands[-1] != len(params) - 1 or len(call.kernel.outputs) != outputs:
             raise ValueError(f"operands {r.operands} do not name the kernel's tensors")
@@ -582,7 +654,9 @@ def _sizes(r: Routine) -> tuple[int, ...]:
     return {"rt_quantize_p2": i[:1], "rt_dequantize_p2": i[:1], "rt_requantize_s32": i[:3],
             "rt_quantize_linear": i[:1], "rt_dequantize_linear": i[:1],
             "rt_qadd_s8": i[:1], "rt_pad_s8": i[:3] + i[5:], "rt_pool_s8": i[1:8] + i[10:],
-            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:11], "rt_dwconv_s8": i[:10],
+            "rt_conv_s8": i[:12], "rt_conv_s8_dot": i[:4] + i[6:15],
+            "rt_conv_s8_flat": i[:4] + i[6:13],
+            "rt_dwconv_s8": i[:10],
             "rt_gather_s8": i, "rt_transpose_s8": i[:MAX_TRANSPOSE_RANK], "rt_concat": i}.get(r.name, ())
 
 

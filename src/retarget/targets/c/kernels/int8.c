@@ -293,10 +293,120 @@ static void rt_conv_s8(const int8_t *restrict x, const int32_t *restrict wp,
     }
 }
 
+/* AVX-512 (F and BW) where the compiler targets it: the int8 rows below as intrinsics (GCC's
+   generic vector extensions widen int8 to int32 lanes one element at a time); elsewhere the
+   plain loops after them, which compute the same. */
+#if RT_VECTOR_EXTENSIONS && defined(__AVX512F__) && defined(__AVX512BW__)
+#include <immintrin.h>
+#define RT_S8_AVX512 1
+#else
+#define RT_S8_AVX512 0
+#endif
+
+/* The output stage of `n` int32 accumulators of one channel, each plus b:
+   y = saturate(round_shift((acc + b) * m, s)), exactly rt_round_shift's result. With m = 1
+   (Requantize by a right shift) it stays in int32: (v >> s) + ((v >> (s - 1)) & 1) is
+   floor((v + 2^(s-1)) / 2^s), bit s-1 of v being whether the remainder reaches the half,
+   without the sum that could overflow; other multipliers with a right shift go through int64;
+   anything else through rt_round_shift. */
+static inline void rt_requantize_row(const int32_t *restrict acc, int32_t b, int n, int m,
+                                     int s, int lo, int hi, int half_even, int8_t *restrict y)
+{
+    int i = 0;
+    if (m == 1 && s >= 1 && s <= 31) {
+        const int32_t half = (int32_t)((uint32_t)1 << (s - 1));
+        const int32_t below = (int32_t)(((uint32_t)1 << s) - 1);
+#if RT_S8_AVX512
+        const __m128i sr = _mm_cvtsi32_si128(s), sr1 = _mm_cvtsi32_si128(s - 1);
+        const __m512i vb = _mm512_set1_epi32(b), one = _mm512_set1_epi32(1);
+        const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+        for (; i < n; i += 16) {               /* the last lanes masked */
+            __mmask16 k = (__mmask16)(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+            __m512i v = _mm512_add_epi32(_mm512_maskz_loadu_epi32(k, acc + i), vb);
+            __m512i r = _mm512_add_epi32(_mm512_sra_epi32(v, sr),
+                                         _mm512_and_si512(_mm512_sra_epi32(v, sr1), one));
+            if (half_even) {
+                __mmask16 tie = _mm512_cmpeq_epi32_mask(
+                    _mm512_and_si512(v, _mm512_set1_epi32(below)), _mm512_set1_epi32(half));
+                r = _mm512_mask_sub_epi32(r, tie, r, _mm512_and_si512(r, one));
+            }
+            r = _mm512_min_epi32(_mm512_max_epi32(r, vlo), vhi);
+            _mm_mask_storeu_epi8(y + i, k, _mm512_cvtepi32_epi8(r));
+        }
+#endif
+        for (; i < n; i++) {
+            int32_t v = acc[i] + b;
+            int32_t r = (v >> s) + ((v >> (s - 1)) & 1);
+            if (half_even) r -= r & ((v & below) == half);
+            r = r < lo ? lo : r;
+            y[i] = (int8_t)(r > hi ? hi : r);
+        }
+    } else if (s >= 1 && s <= 62 && !half_even) {
+        const int64_t half = (int64_t)1 << (s - 1);
+        for (i = 0; i < n; i++) {
+            int64_t v = ((int64_t)(acc[i] + b) * m + half) >> s;
+            v = v < lo ? lo : v;
+            y[i] = (int8_t)(v > hi ? hi : v);
+        }
+    } else
+        for (i = 0; i < n; i++)
+            y[i] = (int8_t)rt_saturate(rt_round_shift((int64_t)(acc[i] + b) * m, s, half_even),
+                                       lo, hi);
+}
+
+#if RT_S8_AVX512
+/* The first n <= 16 of 16 int8 at stride sw (1 or 2; any other gathered) as int32 lanes, the
+   rest zero: masked loads, so no byte past the last one used is read. */
+static inline __m512i rt_load16_s8(const int8_t *p, int sw, int n)
+{
+    int32_t t[16] = {0};
+    int l;
+    if (sw == 1) return _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8((__mmask16)((1u << n) - 1), p));
+    if (sw == 2) {                 /* the even bytes: each 16-bit pair's low byte, sign-extended */
+        __m256i v = _mm256_maskz_loadu_epi8((__mmask32)((1u << (2 * n - 1)) - 1), p);
+        return _mm512_cvtepi16_epi32(_mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8));
+    }
+    for (l = 0; l < n; l++) t[l] = p[l * sw];
+    return _mm512_loadu_si512((const void *)t);
+}
+#endif
+
+/* One output row of a depthwise convolution in int32, b plus the R x S taps. With AVX-512:
+   16 columns at a time (the last ones masked) in one vector of accumulators across the taps,
+   row[] written once; `sw` is a constant at every call (always inlined), so strides 1 and 2
+   get their own loads. Otherwise tap by tap over the row. */
+RT_INLINE void rt_dw_row(const int8_t *restrict xr, const int8_t *restrict wc,
+                         int32_t *restrict row, int32_t b, int Wp, int R, int S, int sw, int OW)
+{
+    int r, s;
+#if RT_S8_AVX512
+    int ow0;
+    for (ow0 = 0; ow0 < OW; ow0 += 16) {
+        int n = OW - ow0 < 16 ? OW - ow0 : 16;
+        __m512i acc = _mm512_set1_epi32(b);
+        for (r = 0; r < R; r++)
+            for (s = 0; s < S; s++)
+                acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(
+                    _mm512_set1_epi32(wc[r * S + s]),
+                    rt_load16_s8(xr + (ptrdiff_t)r * Wp + (ptrdiff_t)ow0 * sw + s, sw, n)));
+        _mm512_mask_storeu_epi32(row + ow0, (__mmask16)((1u << n) - 1), acc);
+    }
+#else
+    int l;
+    for (l = 0; l < OW; l++) row[l] = b;
+    for (r = 0; r < R; r++)
+        for (s = 0; s < S; s++) {
+            const int8_t *xp = xr + (ptrdiff_t)r * Wp + s;
+            int32_t wv = wc[r * S + s];
+            for (l = 0; l < OW; l++) row[l] += wv * xp[(ptrdiff_t)l * sw];
+        }
+#endif
+}
+
 /* rt_dwconv_s8: a depthwise int8 convolution (group = C = K) of an already padded input,
    the weights as they are ([C][1][R][S] int8), bias and the output stage as rt_conv_s8.
-   Each output row is accumulated in int32 over the R x S taps, the columns innermost (a
-   contiguous or strided sweep the compiler vectorises). */
+   Each output row is accumulated in int32 over the R x S taps (rt_dw_row, strides 1 and 2
+   specialised), then requantised by rt_requantize_row. */
 static void rt_dwconv_s8(const int8_t *restrict x, const int8_t *restrict w,
                          const int32_t *restrict bias, const int32_t *restrict mul,
                          const int32_t *restrict shift, void *restrict y, int N, int C, int Hp,
@@ -306,34 +416,20 @@ static void rt_dwconv_s8(const int8_t *restrict x, const int8_t *restrict w,
     int p;
     RT_PARALLEL_FOR
     for (p = 0; p < N * C; p++) {
-        int c = p % C, oh, ow, r, s;
+        int c = p % C, oh;
         int m = mul ? mul[c] : m0, sft = shift ? shift[c] : s0;
+        int32_t b = bias ? bias[c] : 0;
         const int8_t *xp = x + (ptrdiff_t)p * Hp * Wp;
         const int8_t *wc = w + (ptrdiff_t)c * R * S;
         for (oh = 0; oh < OH; oh++) {
-            int32_t row[4096];             /* OW <= 4096 (checked by the code generator) */
+            RT_ALIGN64 int32_t row[4096];  /* OW <= 4096 (checked by the code generator) */
             ptrdiff_t o = ((ptrdiff_t)p * OH + oh) * OW;
-            for (ow = 0; ow < OW; ow++) row[ow] = bias ? bias[c] : 0;
-            for (r = 0; r < R; r++) {
-                const int8_t *xr = xp + (ptrdiff_t)(oh * sh + r) * Wp;
-                for (s = 0; s < S; s++) {
-                    int32_t wv = wc[r * S + s];
-                    for (ow = 0; ow < OW; ow++) row[ow] += wv * xr[ow * sw + s];
-                }
-            }
-            if (out_s8 && sft > 0 && !half_even) {
-                /* the common stage as a plain loop the compiler vectorises */
-                int64_t half = (int64_t)1 << (sft - 1);
-                int8_t *yo = (int8_t *)y + o;
-                for (ow = 0; ow < OW; ow++) {
-                    int64_t v = ((int64_t)row[ow] * m + half) >> sft;
-                    v = v < lo ? lo : v;
-                    yo[ow] = (int8_t)(v > hi ? hi : v);
-                }
-            } else if (out_s8)
-                for (ow = 0; ow < OW; ow++)
-                    ((int8_t *)y)[o + ow] = (int8_t)rt_saturate(
-                        rt_round_shift((int64_t)row[ow] * m, sft, half_even), lo, hi);
+            const int8_t *xr = xp + (ptrdiff_t)oh * sh * Wp;
+            if (sw == 1) rt_dw_row(xr, wc, row, b, Wp, R, S, 1, OW);
+            else if (sw == 2) rt_dw_row(xr, wc, row, b, Wp, R, S, 2, OW);
+            else rt_dw_row(xr, wc, row, b, Wp, R, S, sw, OW);
+            if (out_s8)
+                rt_requantize_row(row, 0, OW, m, sft, lo, hi, half_even, (int8_t *)y + o);
             else
                 memcpy((int32_t *)y + o, row, OW * sizeof *row);
         }
