@@ -24,9 +24,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import RetargetError, TargetError
+from .errors import RetargetError, TargetError, UnsupportedOpError
 from .frontend.onnx import load_onnx
-from .frontend.onnx_quantized import QDQ_OPS, convert_quantized
+from .frontend.onnx_quantized import QDQ_OPS, convert_quantized, load_quantized_as_float
 from .frontend.tflite import (io_quantization, is_int8_tflite, is_tflite_path, load_tflite,
                               model_samples, real_inputs)
 from .ir.graph import Graph
@@ -43,6 +43,8 @@ from .targets.cpu.host_model import PYNQ_A9
 from .targets.registry import get_target
 
 CPU = "cpu"
+# How many inputs a re-quantised QDQ model is calibrated on when none are given.
+SEEDED_CALIBRATION = 8
 # What `placement="cheapest"` charges per byte a node reads from another device: the runtime
 # moves it device -> host -> device, two memcpys through the host's DRAM, each reading and
 # writing every byte, at the modelled host's bandwidth (the Pynq's 2.1 GB/s DDR3,
@@ -212,7 +214,7 @@ def _load_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
     uniform over the int8 range; float samples for an int8 input count as real values) turned
     into the real values the float graph takes."""
     if not is_tflite_path(path):
-        return load_onnx(path), calibration
+        return _load_onnx_model(path, target, calibration)
     fmt = target.number_format
     if fmt is None or fmt.name == INT8_TFLITE.name:
         return load_tflite(path), calibration
@@ -223,6 +225,50 @@ def _load_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
     quant = io_quantization(path)
     samples = model_samples(load_tflite(path), calibration, quant)
     return load_tflite(path, form="float"), [real_inputs(quant, s) for s in samples]
+
+
+def _load_onnx_model(path, target: Target, calibration: Any) -> tuple[Graph, Any]:
+    """An ONNX file as `target` starts from it. A QDQ model whose scales or zero points the
+    target's number format cannot hold (vta / dnnvm: powers of two, zero points 0; nvdla:
+    zero points 0) is imported as its float network (`load_quantized_as_float`) and
+    re-quantised in the target's format, calibrated on `calibration` or, without it, on
+    seeded standard-normal inputs (with a warning); any other model loads as before."""
+    graph = load_onnx(path)
+    why = qdq_unfit_reason(graph, target)
+    if why is None:
+        return graph, calibration
+    how = ("the given calibration inputs" if calibration is not None else
+           f"{SEEDED_CALIBRATION} seeded standard-normal inputs (pass real ones)")
+    warnings.warn(f"{path}: re-quantising the QDQ model in {target.number_format.name} for "
+                  f"{target.name}, calibrated on {how}: its format cannot hold the file's "
+                  f"quantisation ({why}); `retarget compile` prints the deviation from "
+                  f"onnxruntime", stacklevel=4)
+    float_graph = load_quantized_as_float(path)
+    if calibration is None:
+        calibration = seeded_inputs(float_graph, SEEDED_CALIBRATION)
+    return float_graph, calibration
+
+
+def qdq_unfit_reason(graph: Graph, target: Target) -> str | None:
+    """Why `target`'s number format cannot hold the QDQ model `graph` (as loaded by
+    load_onnx): the conversion's refusal (a scale that is not a power of two, a zero point);
+    None when it can, or when `graph` is no QDQ model or the target has no number format."""
+    fmt = target.number_format
+    if fmt is None or not _is_qdq_model(graph):
+        return None
+    try:
+        convert_quantized(infer_shapes(graph), rounding=fmt.rounding, scales=fmt.scales)
+    except UnsupportedOpError as e:
+        return str(e).split(";")[0]
+    return None
+
+
+def seeded_inputs(graph: Graph, count: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """`count` seeded standard-normal inputs of `graph` (the distribution the zoo's QDQ models
+    were calibrated on)."""
+    rng = np.random.default_rng(seed)
+    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
+             for v in graph.inputs} for _ in range(count)]
 
 
 def _fusion_strategy(target: Target, fusion: str | None, several: bool = False) -> str:
@@ -307,4 +353,5 @@ def _convert_prequantized(graph: Graph, target: Target) -> Graph:
     return convert_quantized(graph, rounding=rounding, scales=target.number_format.scales)
 
 
-__all__ = ["compile", "node_costs", "prepare", "resolve_targets", "to_number_format"]
+__all__ = ["compile", "node_costs", "prepare", "qdq_unfit_reason", "resolve_targets",
+           "seeded_inputs", "to_number_format"]

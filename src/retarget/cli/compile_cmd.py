@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 
-from ..frontend.onnx import read_onnx
+from ..compiler import SEEDED_CALIBRATION, qdq_unfit_reason, seeded_inputs
+from ..frontend.onnx import load_onnx, read_onnx
 from ..frontend.onnx_quantized import QDQ_OPS, format_qdq_error, qdq_error
 from ..frontend.tflite import io_quantization, is_tflite_path, load_tflite, model_samples
-from ..report.deviation import format_deviation, tflite_deviation
+from ..passes.calibrate import sample_batches
+from ..report.deviation import format_deviation, qdq_deviation, tflite_deviation
 from ..runtime.check import random_inputs
 from .compile_options import (add_compile_options, add_target_options, compile_from_args,
                               read_calibration)
@@ -47,6 +49,8 @@ def run_compile(args: argparse.Namespace) -> int:
              lambda: _print_prequantized_error(args.model, module))
     nonfatal(args, "the comparison with the TFLite interpreter",
              lambda: _print_tflite_deviation(args, module))
+    nonfatal(args, "the comparison with onnxruntime",
+             lambda: _print_qdq_deviation(args, module))
     if args.output:
         module.save(args.output)
         print(f"wrote {args.output}")
@@ -64,8 +68,9 @@ def _print_prequantized_error(model_path: str, module) -> None:
     if fmt is None or fmt.scales != "multiplier" or not str(model_path).endswith(".onnx"):
         return
     model = read_onnx(model_path)
-    if not any(n.op_type in QDQ_OPS for n in model.graph.node):
-        return
+    if not any(n.op_type in QDQ_OPS for n in model.graph.node) or \
+            qdq_unfit_reason(load_onnx(model_path), module.target) is not None:
+        return       # not QDQ, or re-quantised from its float form: _print_qdq_deviation
     inputs = [random_inputs(module.graph, s) for s in range(4)]
     print(format_qdq_error(qdq_error(model, module.graph, inputs)) +
           "\n  (4 seeded random inputs; the compiled module equals the integer graph exactly)")
@@ -89,3 +94,24 @@ def _print_tflite_deviation(args: argparse.Namespace, module) -> None:
           f"{fmt.name} exactly: `retarget run DIR --check`)")
 
 
+def _print_qdq_deviation(args: argparse.Namespace, module) -> None:
+    """For a QDQ model re-quantised into the target's format (compiler._load_onnx_model):
+    per output, how far the module is from onnxruntime's run of the file, on the calibration
+    inputs or, without them, the seeded inputs it was calibrated on."""
+    if is_tflite_path(args.model) or not str(args.model).endswith(".onnx") or \
+            module.target.number_format is None or not any(
+                n.op_type in QDQ_OPS for n in read_onnx(args.model).graph.node):
+        return
+    graph = load_onnx(args.model)
+    if qdq_unfit_reason(graph, module.target) is None:
+        return
+    calibration = read_calibration(getattr(args, "calibration", None))
+    if calibration is not None:
+        inputs, where = sample_batches(graph, calibration), "calibration inputs"
+    else:
+        inputs = seeded_inputs(graph, SEEDED_CALIBRATION)
+        where = "seeded standard-normal inputs (the calibration)"
+    print(format_deviation(qdq_deviation(module, args.model, inputs), module.target.name,
+                           f"{len(inputs)} {where}", runtime="qdq") +
+          "\n  (the compiled module itself equals retarget's integer reference of "
+          f"{module.target.number_format.name} exactly: `retarget run DIR --check`)")

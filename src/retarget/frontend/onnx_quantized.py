@@ -661,6 +661,69 @@ def load_quantized(model, input_shapes=None, *, rounding: str = "half_even",
     return g
 
 
+def load_quantized_as_float(model, input_shapes=None) -> Graph:
+    """The float network a QDQ model quantises: every activation `QuantizeLinear ->
+    DequantizeLinear` pair dropped (the DQ's consumers read the Q's float input), every
+    constant's DequantizeLinear folded (the dequantised weights `(w - z) s` and biases). It
+    takes and returns the same float tensors as the file. This is what a target whose number
+    format cannot hold the file's scales or zero points re-quantises (compiler._load_model).
+    QLinear* operators have no float form here and are refused naming the node."""
+    proto = model if isinstance(model, onnx.ModelProto) else read_onnx(model)
+    graph = from_onnx_model(proto, input_shapes)
+    graph.toposort()
+    producers = graph.producers()
+    nodes, folded, nonnegative = [], {}, set()
+    for n in graph.nodes:
+        if n.op.startswith("QLinear"):
+            raise UnsupportedOpError(f"{node_context(n)}: no float form of {n.op} here; only "
+                                     f"QDQ models (QuantizeLinear / DequantizeLinear around "
+                                     f"float ops) can be re-quantised")
+        q = producers.get(n.inputs[0]) if n.op == "DequantizeLinear" else None
+        if n.op == "DequantizeLinear" and all(v.is_const for v in n.inputs if v is not None):
+            zp = n.input(2)
+            folded[n.outputs[0]] = constant(n.outputs[0].name, dequantize_linear(
+                n.inputs[0].const, n.inputs[1].const, None if zp is None else zp.const,
+                axis=n.attrs.get("axis", 1), block_size=n.attrs.get("block_size", 0)))
+        elif q is not None and q.op == "QuantizeLinear":
+            nodes.append(_float_pair(n, q, q.inputs[0] in nonnegative))
+        else:
+            nodes.append(n)
+        last = nodes[-1] if nodes else None
+        if last is not None and last.outputs[0] is n.outputs[0] and (
+                last.op == "Relu" or (last.op in KEEPS_SIGN and last.inputs[0] in nonnegative)):
+            nonnegative.add(last.outputs[0])
+    for n in nodes:
+        n.inputs = [folded.get(v, v) if v is not None else None for v in n.inputs]
+    out = Graph(nodes, graph.inputs, graph.outputs, name=graph.name)
+    eliminate_dead_code_inplace(out)
+    verify(out, context="after dropping the QDQ pairs")
+    left = [n.name for n in out.nodes if n.op in QDQ_OPS and not n.inputs[0].is_const]
+    if left:
+        raise UnsupportedOpError(f"QDQ model: {', '.join(left[:4])}: a QuantizeLinear / "
+                                 f"DequantizeLinear on an activation outside a Q -> DQ pair "
+                                 f"has no float form")
+    return _simplify(infer_shapes(out))
+
+
+# Ops whose output is non-negative when their (first) input is: a Relu the float form would
+# put after them is redundant.
+KEEPS_SIGN = frozenset({"Identity", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                        "MaxPool", "GlobalMaxPool", "AveragePool", "GlobalAveragePool"})
+
+
+def _float_pair(dq: Node, q: Node, nonnegative: bool) -> Node:
+    """The float op an activation Q -> DQ pair stands for once its rounding is dropped:
+    quantize_static removes the Relus it can, leaving a pair whose range starts at 0 (zero
+    point at the type's minimum) to clamp there, so such a pair is a Relu, unless its input is
+    already known to be non-negative; any other is the identity (its saturation is the range
+    the re-quantised network calibrates for itself)."""
+    zp = q.input(2)
+    z = 0 if zp is None else int(np.asarray(zp.const).reshape(-1)[0])
+    lowest = 0 if zp is not None and zp.const.dtype == np.uint8 else INT8_MIN
+    op = "Relu" if z == lowest and not nonnegative else "Identity"
+    return Node(op, dq.name, [q.inputs[0]], list(dq.outputs))
+
+
 # ---- how far a converted graph is from onnxruntime's run of the file ----------------------------
 @dataclass(frozen=True, slots=True)
 class QdqError:
@@ -723,6 +786,19 @@ def _output_step(model: onnx.ModelProto, name: str, shape) -> np.ndarray | float
     bshape = [1] * len(shape)
     bshape[axis] = -1
     return s.astype(np.float64).reshape(bshape)
+
+
+def output_grid(model: onnx.ModelProto, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The integer grid graph output `name` lies on: the (scale, zero point) constants of the
+    DequantizeLinear producing it (zero point typed u8 / s8; int8 0 when absent), or None
+    for an output that is not dequantised."""
+    prod = next((n for n in model.graph.node if name in n.output), None)
+    if prod is None or prod.op_type != "DequantizeLinear":
+        return None
+    s = _initializer(model, prod.input[1])
+    z = _initializer(model, prod.input[2]) if len(prod.input) > 2 and prod.input[2] else \
+        np.zeros((), np.int8)
+    return None if s is None or z is None else (s, z)
 
 
 AGAINST = ("onnxruntime", "reference")

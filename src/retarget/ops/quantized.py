@@ -283,6 +283,9 @@ def multiplier_shift(ratio, *, common: bool = False) -> tuple[np.ndarray, np.nda
         s = np.full_like(s, s.min())
     m = np.rint(np.ldexp(r, s))
     over = m > MAX_MULTIPLIER
+    if common:
+        # one element carrying into bit 15 lowers the shared shift for all of them
+        over = np.full_like(over, over.any())
     s = np.where(over, s - 1, s)
     m = np.where(over, np.rint(np.ldexp(r, s)), m)
     return m.astype(np.int64), s.astype(np.int64)

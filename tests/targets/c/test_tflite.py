@@ -17,17 +17,10 @@ from retarget.ops.quantized_tflite import hard_swish_params, lut_int8, softmax_p
 from retarget.ops.reference import run_graph
 from retarget.passes.infer_shapes import infer_shapes
 
+from .node_graphs import (BUILDS, NodeGraph, assert_routines_equal_numpy, compile_c as _compile,
+                          off_c as _off_c)
+
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-
-BUILDS = {"native": "-O1 -march=native -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE"}
-
-
-def _compile(graph: Graph, build: str):
-    return retarget.compile(graph, "c", config={"cflags": BUILDS[build], "openmp": False})
-
-
-def _off_c(module) -> list[tuple[str, str, str]]:
-    return [(p.name, p.op, p.reason) for p in module.report.nodes if p.placement != "c"]
 
 
 def _assert_same(out: dict, ref: dict) -> None:
@@ -121,22 +114,9 @@ def _routine_graph(seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
     """One node of every routine with random odd shapes and parameters (negative zero points,
     narrow clamps, left and right shifts), and its inputs (full int8 ranges, int32 values as
     large as each left shift allows)."""
-    rng = np.random.default_rng(seed)
-
-    def odd() -> int:
-        return int(rng.choice([1, 3, 5, 7]))
+    b = NodeGraph(seed)
+    rng, feeds, inp, node, odd = b.rng, b.feeds, b.input, b.node, b.odd
     n, c, h, w = 1 + seed % 2, odd() + 2, odd() + 4, odd() + 2
-    feeds, nodes, outs = {}, [], []
-
-    def inp(name, shape, dtype, values):
-        feeds[name] = values
-        return Value(name, TensorType(shape, dtype))
-
-    def node(op, inputs, **attrs):
-        y = Value(f"{op.lower()}_{len(nodes)}")
-        nodes.append(Node(op, f"n{len(nodes)}_{op}", inputs, [y], attrs))
-        outs.append(y)
-        return y
     a8 = inp("a8", (n, c, h, w), "int8", rng.integers(-128, 128, (n, c, h, w)).astype(np.int8))
     b8 = inp("b8", (n, c, h, w), "int8", rng.integers(-128, 128, (n, c, h, w)).astype(np.int8))
     feeds["a8"].flat[:4] = [-128, 127, 0, -1]
@@ -209,27 +189,15 @@ def _routine_graph(seed: int) -> tuple[Graph, dict[str, np.ndarray]]:
     node("Slice", [a8, *(constant(nm, np.array(v, np.int64)) for nm, v in (
         ("starts", [-1, 1, 0]), ("ends", [-100, 100, 100]), ("axes", [2, 1, 3]),
         ("steps", [-2, 2, 3])))])
-    return infer_shapes(Graph(nodes, [a8, b8, t8, pc, row, acc, s8, fv], outs,
-                              name=f"tflite_routines_{seed}")), feeds
+    return b.graph(f"tflite_routines_{seed}")
 
 
 @pytest.mark.parametrize("build", sorted(BUILDS))
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_each_routine_equals_its_numpy_op(seed, build):
+    from retarget.targets.c.routines_tflite import TFLITE_ROUTINES
     graph, feeds = _routine_graph(seed)
-    module = _compile(graph, build)
-    try:
-        assert _off_c(module) == []
-        routines = {c.routine.name for k in module.kernels.values()
-                    for c in k.program.calls if c.routine is not None}
-        from retarget.targets.c.routines_tflite import TFLITE_ROUTINES
-        assert routines >= set(TFLITE_ROUTINES)
-        out, ref = module.run(feeds), run_graph(graph, feeds)
-        _assert_same(out, ref)
-        # the values are not all clamped: the test can tell a wrong rounding from a right one
-        assert all(len(np.unique(ref[k])) > 3 for k in ref if ref[k].size > 16)
-    finally:
-        module.close()
+    assert_routines_equal_numpy(graph, feeds, build, TFLITE_ROUTINES)
 
 
 def test_what_has_no_routine_stays_on_the_cpu_with_its_reason():

@@ -51,6 +51,7 @@ from ..aot.program import Call, Routine
 from ..base import Region
 from .packing import BlockPacking
 from .routines_int8 import INT8_FILES, INT8_ROUTINES, int8_call
+from .routines_ort import ORT_FILES, ORT_ROUTINES, ort_call
 from .routines_tflite import TFLITE_FILES, TFLITE_ROUTINES, tflite_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
@@ -507,6 +508,8 @@ def routine_call(call: Call, pointers: Sequence[str]) -> str:
         return int8_call(call, pointers)
     if call.routine.name in TFLITE_ROUTINES:
         return tflite_call(call, pointers)
+    if call.routine.name in ORT_ROUTINES:
+        return ort_call(call, pointers)
     check_routine(call)
     r = call.routine
     args = [pointers[i] if i >= 0 else "0" for i in r.operands]
@@ -532,6 +535,8 @@ def routine_sources(names: Sequence[str]) -> str:
         files += list(INT8_FILES)
     if any(n in TFLITE_ROUTINES for n in names):
         files += list(TFLITE_FILES)
+    if any(n in ORT_ROUTINES for n in names):
+        files += list(ORT_FILES)
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 

@@ -36,12 +36,12 @@ import numpy as np
 from ...errors import GraphError
 from ...ir.graph import Node, Value
 from ...ir.types import TensorType
-from ...loopnest.ir import Tensor
 from ...ops.registry import resolve_attrs
 from ...ops.tensor import _slices        # the Slice op's own index rules (ONNX clamping)
 from ..aot.lower import Fused
 from ..aot.program import Call
 from ..base import Region
+from .call_check import call_statement, check_call
 from .packing import AsInt32
 from .routines_int8 import _call, _const_int, _dtype, _pool_geometry, _t
 
@@ -344,47 +344,13 @@ TFLITE_ROUTINES: dict[str, tuple[int, int, int]] = {
 def check_tflite(call: Call) -> None:
     """GraphError unless the call's routine reads and writes exactly its kernel's tensors
     with the sizes its integer arguments say."""
-    r, params = call.routine, call.kernel.params
-    try:
-        operands, ints, floats = TFLITE_ROUTINES[r.name]
-        if len(r.operands) != operands or len(r.ints) != ints or len(r.floats) != floats:
-            raise ValueError(f"{len(r.operands)} operands, {len(r.ints)} integer and "
-                             f"{len(r.floats)} float arguments; expected {operands}, {ints}, "
-                             f"{floats}")
-        if any(not -1 <= o < len(params) for o in r.operands) or \
-                r.operands[-1] != len(params) - 1 or len(call.kernel.outputs) != 1:
-            raise ValueError(f"operands {r.operands} do not name the kernel's tensors")
-        if not all(np.isfinite(f) and f > 0 for f in r.floats):
-            raise ValueError(f"float arguments {list(r.floats)} must be finite and positive")
-        for want in _sizes_of(r):
-            o = r.operands[want[0]]
-            problem = None if o < 0 else _operand_problem(params[o], *want[1:])
-            if problem:
-                t = params[o]
-                raise ValueError(f"operand {want[0]} is {t.name!r} {t.dtype}[{t.size}], "
-                                 f"{problem}")
-    except (KeyError, ValueError, IndexError) as e:
-        raise GraphError(f"call {call.function}: routine {r.name} {list(r.ints)}: "
-                         f"{e}") from None
-
-
-def _operand_problem(t: Tensor, dtype: str, count: int | None,
-                     span: tuple[int, int] = (0, 0)) -> str | None:
-    """Why tensor `t` cannot be an operand of `count` elements of `dtype` (count None: a
-    strided view reading the elements span[0]..span[1])."""
-    if count is None:
-        fits = t.dtype == dtype and span[0] >= 0 and span[1] < t.size
-        return None if fits else f"the {dtype} view reads elements {span[0]}..{span[1]}"
-    return None if t.dtype == dtype and t.size == count else f"expected {dtype}[{count}]"
+    check_call(call, TFLITE_ROUTINES, _sizes_of, positive_floats=True)
 
 
 def tflite_call(call: Call, pointers: Sequence[str]) -> str:
     """The C statement of an int8_tflite.c routine call."""
     check_tflite(call)
-    r = call.routine
-    ptr = [pointers[o] if o >= 0 else "0" for o in r.operands]
-    floats = [float(v).hex() for v in r.floats]     # exact C99 hexadecimal literals
-    return f"{r.name}({', '.join(ptr + [str(v) for v in r.ints] + floats)});"
+    return call_statement(call, pointers)
 
 
 __all__ = ["TFLITE_FILES", "TFLITE_OPS", "TFLITE_ROUTINES", "check_tflite", "is_tflite_node",

@@ -34,8 +34,10 @@ from .config import CConfig, PRESETS
 from .emit import sources
 from .routines import plan_routines
 from .routines_int8 import int8_support, is_integer_node, plan_int8
+from .routines_ort import is_ort_node, ort_support, plan_ort
 from .routines_tflite import is_tflite_node, plan_tflite, tflite_support
 from .schedule import schedule_kernel
+from .unsigned_shift import shift_uint8
 from .zero_points import fold_input_zero_points
 
 
@@ -68,13 +70,14 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
         taken = {n.name for g in float_groups for n in g.nodes}
         int8_groups = plan_int8(region, taken)
         taken |= {n.name for g in int8_groups for n in g.nodes}
-        return float_groups + int8_groups + plan_tflite(region, taken)
+        return float_groups + int8_groups + plan_tflite(region, taken) + plan_ort(region, taken)
 
     def supports(self, node: Node, graph: Graph) -> Support:
-        """Integer nodes (the int8 mode) run on the routines of int8.c, or of int8_tflite.c
-        where those do not, in every mode; the rest as the loop-nest lowering allows."""
+        """Integer nodes (the int8 mode) run on the routines of int8.c, or of int8_tflite.c /
+        int8_ort.c where those do not, in every mode; the rest as the loop-nest lowering allows."""
         checks = ([int8_support] if is_integer_node(node) else []) + \
-            ([tflite_support] if is_tflite_node(node) else [])
+            ([tflite_support] if is_tflite_node(node) else []) + \
+            ([ort_support] if is_ort_node(node) else [])
         if not checks:
             return super().supports(node, graph)
         problem = node_support_problem(node)
@@ -84,9 +87,10 @@ class CTarget(LibraryTarget, kernel=CLibraryKernel, config=CConfig, presets=PRES
         return Support.no(f"c int8 mode: {problem}") if problem else Support.yes()
 
     def prepare(self, graph: Graph) -> Graph:
-        """Int8 convolutions and dense layers read their int8 input, their input zero point
-        folded into the bias (zero_points.py), so that they run on the int8 routines."""
-        return fold_input_zero_points(graph)
+        """An int8-ort graph's u8 values become s8 (unsigned_shift.py); int8 convolutions and
+        dense layers read their int8 input, their input zero point folded into the bias
+        (zero_points.py), so that they run on the int8 routines."""
+        return fold_input_zero_points(shift_uint8(graph))
 
     def graph_passes(self) -> tuple[str, ...]:
         """Optimised and buffered modes: BatchNorm folded into the convs before it, and

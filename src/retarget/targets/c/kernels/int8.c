@@ -375,7 +375,7 @@ static inline __m512i rt_load16_s8(const int8_t *p, int sw, int n)
    16 columns at a time (the last ones masked) in one vector of accumulators across the taps,
    row[] written once; `sw` is a constant at every call (always inlined), so strides 1 and 2
    get their own loads. Otherwise tap by tap over the row. */
-RT_INLINE void rt_dw_row(const int8_t *restrict xr, const int8_t *restrict wc,
+RT_INLINE void rt_dw_row_s8(const int8_t *restrict xr, const int8_t *restrict wc,
                          int32_t *restrict row, int32_t b, int Wp, int R, int S, int sw, int OW)
 {
     int r, s;
@@ -405,7 +405,7 @@ RT_INLINE void rt_dw_row(const int8_t *restrict xr, const int8_t *restrict wc,
 
 /* rt_dwconv_s8: a depthwise int8 convolution (group = C = K) of an already padded input,
    the weights as they are ([C][1][R][S] int8), bias and the output stage as rt_conv_s8.
-   Each output row is accumulated in int32 over the R x S taps (rt_dw_row, strides 1 and 2
+   Each output row is accumulated in int32 over the R x S taps (rt_dw_row_s8, strides 1 and 2
    specialised), then requantised by rt_requantize_row. */
 static void rt_dwconv_s8(const int8_t *restrict x, const int8_t *restrict w,
                          const int32_t *restrict bias, const int32_t *restrict mul,
@@ -425,9 +425,9 @@ static void rt_dwconv_s8(const int8_t *restrict x, const int8_t *restrict w,
             RT_ALIGN64 int32_t row[4096];  /* OW <= 4096 (checked by the code generator) */
             ptrdiff_t o = ((ptrdiff_t)p * OH + oh) * OW;
             const int8_t *xr = xp + (ptrdiff_t)oh * sh * Wp;
-            if (sw == 1) rt_dw_row(xr, wc, row, b, Wp, R, S, 1, OW);
-            else if (sw == 2) rt_dw_row(xr, wc, row, b, Wp, R, S, 2, OW);
-            else rt_dw_row(xr, wc, row, b, Wp, R, S, sw, OW);
+            if (sw == 1) rt_dw_row_s8(xr, wc, row, b, Wp, R, S, 1, OW);
+            else if (sw == 2) rt_dw_row_s8(xr, wc, row, b, Wp, R, S, 2, OW);
+            else rt_dw_row_s8(xr, wc, row, b, Wp, R, S, sw, OW);
             if (out_s8)
                 rt_requantize_row(row, 0, OW, m, sft, lo, hi, half_even, (int8_t *)y + o);
             else
