@@ -107,7 +107,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        'e27b9dde23bee2542fd3d2d28dfc8e0643e55b639faac7d3d065959e514502e1',
+        '7413ac693087cf300e93ad62d46e1467b30c4a4ee97d99180bc6732482e8531e',
     ('resnet18', 'c:buffered'):
         '702f9962341f1cb61c931c82eb67b217806e905c31b252e451e98033aaddf890',
     ('resnet18', 'c:naive'):
@@ -125,7 +125,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '54d86cb2fa6b078db667e27081b08ab15b7e54ac58693fc3adc9a29f8e017ffa',
+        '513be2c92dd0a6a96855b8ee26c125d07abc25657640659e5dc2af091928c718',
     ('mobilenet_v1', 'c:buffered'):
         '4ce6ce5aa8ed6555ce4f31544519fe195898deddca84d5a8b026f880b9e10ecc',
     ('mobilenet_v1', 'c:naive'):
@@ -143,7 +143,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '9bb78a73e00864b71459fb8aa4827de42099f5f0ea72db99373384e175b48852',
+        '1bc84589ac9cdc999a7b9416d31baea68ec09f6bed376265b8b90dfc24179f5d',
     ('mobilenet_v2', 'c:buffered'):
         '45d5b8151e7e11c46b516d2b1c442818d9c70a128dedf3451d284c9e1821e16f',
     ('mobilenet_v2', 'c:naive'):
@@ -161,7 +161,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '916fedaf5cd9992e255d99895e79f34710c364ecd878f0f35173d738b28dfc9b',
+        '333f815da6c53727db3aca1d48503c3551cd4454e02493f6ee42b6f722c19cd8',
     ('googlenet', 'c:buffered'):
         '3cb0b28a8510ce77222d017add1aad8e15ea2e31dc7678c0e62a58d2fc943279',
     ('googlenet', 'c:naive'):
@@ -179,7 +179,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '25ff91419e410490e9e228298a9c23be74f09b0334c16ca5d368a032d801201f',
+        '4a1a02b1abb32ea46a886602e4a26828c7ce37849a07a3c934cfeec200b56c5e',
     ('squeezenet', 'c:buffered'):
         '49a556c6f0d01a35291d0b1879ac39719f19a1da33ccc673eaa1f29c578543ba',
     ('squeezenet', 'c:naive'):
@@ -197,7 +197,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '2113cd3d6d9661d3b0ff27203a4bbc977fade8c88c47d204fd364f4ea13b5883',
+        '8441e822cae3729aab6180834fc85d839c1e2a257ba822610bc0d7735a22a418',
     ('unet', 'c:buffered'):
         'f0c0d285afb8d179e0c72f0d732a4f581d4f7d1a2bdaa7ce87ffa7d29fa85172',
     ('unet', 'c:naive'):

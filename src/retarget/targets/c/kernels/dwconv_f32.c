@@ -14,7 +14,7 @@
    before it is read: a vector load right after the narrow stores that wrote its row would
    wait for them (no store-to-load forwarding), which made a row-at-a-time ring 3x slower on
    14 x 14 planes. An output vector then
-   accumulates its R x S taps in registers (rt_dw_row_f32: one summation order per lane whatever
+   accumulates its R x S taps in registers (rt_dw_row: one summation order per lane whatever
    the vector width). Threads split the channel planes. */
 #define RT_DW_STAGE 8192      /* floats of a thread's staged rows: at least R of
                                  sw * rt_dw_phase_len each */
@@ -85,7 +85,7 @@ RT_INLINE void rt_dw_stage_row(const float *restrict xp, float *restrict dst, in
    `room`: the floats from y to the end of the plane. A vector that runs past the row but not
    past the plane is stored whole (its spill lands on the next rows, which are written after
    this one): narrow rows (7 or 14 columns) then need no lane-by-lane tail. */
-RT_INLINE void rt_dw_row_f32(const float *restrict in, const int *restrict taps,
+RT_INLINE void rt_dw_row(const float *restrict in, const int *restrict taps,
                          const float *restrict wc, float b, const float *restrict res,
                          float *restrict y, int RS, int OW, ptrdiff_t room, int act, float lo,
                          float hi)
@@ -171,10 +171,10 @@ RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
                 if (max)
                     rt_max_row(in, taps, y + o, R * S, OW, room);
                 else if (R == 3 && S == 3)
-                    rt_dw_row_f32(in, taps, wc, b, res ? res + o : 0, y + o, 9, OW, room, act, lo,
+                    rt_dw_row(in, taps, wc, b, res ? res + o : 0, y + o, 9, OW, room, act, lo,
                               hi);
                 else
-                    rt_dw_row_f32(in, taps, wc, b, res ? res + o : 0, y + o, R * S, OW, room,
+                    rt_dw_row(in, taps, wc, b, res ? res + o : 0, y + o, R * S, OW, room,
                               act, lo, hi);
             }
         }
