@@ -4,6 +4,7 @@ model.c with a clock read after every call of model_run, built as a standalone p
 
     python benchmarks/profile_aot_c.py --net mobilenet_v1 [--size 224] [--runs 20]
                                        [--threads 1] [--top 25] [--cflags "-O3 ..."]
+    python benchmarks/profile_aot_c.py --net resnet18 --threads 2 --compare 4 --runs 10
 
 Prints the slowest calls (ms, share of the sum, the call's comment from model.c: op, node and
 what is fused into it) and the sum per leading op. The sum of best times is a lower bound of
@@ -13,7 +14,9 @@ whole run is printed beside it: with `--threads 2` the difference is what the ca
 between and around each other (waiting at each call's barrier for a thread the machine has
 descheduled, waking the team), not inside them. The environment is passed on, so
 `OMP_WAIT_POLICY=passive` or `GOMP_SPINCOUNT=...` before the command measures libgomp's
-waiting policies.
+waiting policies. `--compare ROUNDS` alternates one thread and `--threads` on the same build
+and lists the calls that lose most against a perfect split, the speedup per routine, and the
+sums against the whole runs.
 """
 from __future__ import annotations
 
@@ -104,12 +107,61 @@ def instrument(model_c: str) -> tuple[str, list[str], list[str]]:
     return head + "int model_run(" + "\n".join(lines), labels, kinds
 
 
+def profile(src: Path, threads: int, runs: int, calls: int) -> tuple[list[float], float]:
+    """The built ./prof in `src` on `threads` threads: each call's best and the best whole run."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(["./prof", str(runs), str(calls)], cwd=src, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    *times, whole = [float(t) for t in out.split()]
+    return times, whole
+
+
+def by_kind(times: list[float], kinds: list[str]) -> dict[str, float]:
+    """Summed times per routine (or op, for printed nests), largest first."""
+    sums: dict[str, float] = {}
+    for t, kind in zip(times, kinds):
+        sums[kind] = sums.get(kind, 0.0) + t
+    return dict(sorted(sums.items(), key=lambda kv: -kv[1]))
+
+
+def report(times: list[float], whole: float, labels: list[str], kinds: list[str],
+           threads: int, runs: int, top: int) -> None:
+    total = sum(times)
+    for t, label in sorted(zip(times, labels), reverse=True)[:top]:
+        print(f"{t:8.3f} ms {100 * t / total:5.1f} %  {label}")
+    print(f"sum of best call times {total:.2f} ms ({threads} thread(s), best of {runs}); "
+          "by routine or op: "
+          + ", ".join(f"{k} {v:.2f}" for k, v in by_kind(times, kinds).items()))
+    print(f"best whole run {whole:.2f} ms (the clock reads included): "
+          f"{whole - total:+.2f} ms beyond the sum of best calls")
+
+
+def compare(one: tuple[list[float], float], many: tuple[list[float], float], n: int,
+            labels: list[str], kinds: list[str], top: int) -> None:
+    """One thread against `n`: the calls furthest above 1/n of their one-thread time, the
+    speedup per routine, and the sums against the whole runs."""
+    (t1, w1), (tn, wn) = one, many
+    rows = sorted(zip(t1, tn, labels), key=lambda r: -(r[1] - r[0] / n))
+    print(f"calls furthest above 1/{n} of their one-thread time (ms lost = {n}-thread time - "
+          f"one-thread time / {n}):")
+    for a, b, label in rows[:top]:
+        print(f"  1: {a:7.3f}  {n}: {b:7.3f}  x{a / b:4.2f}  lost {b - a / n:6.3f}  {label}")
+    k1, kn = by_kind(t1, kinds), by_kind(tn, kinds)
+    print("by routine or op: " + ", ".join(f"{k} {v:.2f} -> {kn[k]:.2f} (x{v / kn[k]:.2f})"
+                                           for k, v in k1.items() if kn[k] > 0))
+    print(f"sum of best calls {sum(t1):.2f} -> {sum(tn):.2f} ms (x{sum(t1) / sum(tn):.2f}); "
+          f"best whole run {w1:.2f} -> {wn:.2f} ms (x{w1 / wn:.2f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--net", default="mobilenet_v1")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compare", type=int, default=0, metavar="ROUNDS",
+                    help="instead: one thread against --threads, alternated ROUNDS times "
+                         "(each call keeps its best over all rounds)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cflags", default="-O3 -march=native -std=c99")
     args = ap.parse_args()
@@ -122,22 +174,19 @@ def main() -> int:
         (src / "profmain.c").write_text(_MAIN)
         subprocess.run(["gcc", *args.cflags.split(), "-D_GNU_SOURCE", "-fopenmp", "-o", "prof",
                         "prof.c", "profmain.c", "-lm"], cwd=src, check=True)
-        env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-        out = subprocess.run(["./prof", str(args.runs), str(len(labels))], cwd=src, env=env,
-                             check=True, capture_output=True, text=True).stdout
+        if not args.compare:
+            times, whole = profile(src, args.threads, args.runs, len(labels))
+            report(times, whole, labels, kinds, args.threads, args.runs, args.top)
+        else:
+            best: dict[int, tuple[list[float], float]] = {}
+            for _ in range(args.compare):
+                for n in (1, args.threads):
+                    t, w = profile(src, n, args.runs, len(labels))
+                    if n in best:
+                        t, w = [min(a, b) for a, b in zip(best[n][0], t)], min(best[n][1], w)
+                    best[n] = (t, w)
+            compare(best[1], best[args.threads], args.threads, labels, kinds, args.top)
         module.close()
-    *times, whole = [float(t) for t in out.split()]
-    total = sum(times)
-    for t, label in sorted(zip(times, labels), reverse=True)[:args.top]:
-        print(f"{t:8.3f} ms {100 * t / total:5.1f} %  {label}")
-    by_kind: dict[str, float] = {}
-    for t, kind in zip(times, kinds):
-        by_kind[kind] = by_kind.get(kind, 0.0) + t
-    print(f"sum of best call times {total:.2f} ms ({args.threads} thread(s), best of "
-          f"{args.runs}); by routine or op: "
-          + ", ".join(f"{k} {v:.2f}" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
-    print(f"best whole run {whole:.2f} ms (the clock reads included): "
-          f"{whole - total:+.2f} ms beyond the sum of best calls")
     return 0
 
 
