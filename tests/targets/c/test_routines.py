@@ -1,13 +1,12 @@
 """The `c` target's hand-written routines (targets/c/kernels, targets/c/routines.py) against
 the NumPy reference on odd shapes: channel counts that leave a partial weight block, widths
-that leave a partial register tile, strided and non-square windows, 1x1 layers on both
-routines (with a partial group of positions, at a stride, and with more channels than the
-pointwise panel holds), depthwise layers (random shapes, padding inside), dense layers at
-batch > 1,
-and every fused
-epilogue (bias, residual add, ReLU, Clip). Built with the vector extensions and with the
-portable C99 fallback (-DRT_PORTABLE); and the loop nest each fused call carries is checked
-through the interpreter."""
+that leave a partial register tile, strided and non-square windows, 1x1 layers (with a
+partial group of positions, at a stride, and with more channels than the pointwise panel
+holds), depthwise layers (random shapes, padding inside), dense layers at batch > 1, and
+every fused epilogue (bias, residual add, ReLU, Clip). Built with the vector extensions and
+with the portable C99 fallback (-DRT_PORTABLE); the loop nest each fused call carries is
+checked through the interpreter; and rt_pointwise_f32 is held bit for bit to a NumPy loop
+that sums its channels in its order, on random shapes across its channel chunks."""
 from __future__ import annotations
 
 import re
@@ -23,13 +22,24 @@ from retarget.frontend.onnx import import_model
 from retarget.loopnest.interp import run_kernel
 from retarget.passes.explicit_padding import explicit_padding
 from retarget.targets.base import Region
-from retarget.targets.c.routines import POINTWISE_MAX_CHANNELS, kernel_source, plan_routines
+from retarget.targets.c.routines import kernel_source, plan_routines
 from retarget.ops.reference import run_graph
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 BUILDS = {"vector": "-O1 -std=c99", "portable": "-O1 -std=c99 -DRT_PORTABLE",
           "native": "-O1 -march=native -std=c99"}
+
+
+def _pointwise_chunk() -> int:
+    """The input channels rt_pointwise_f32 reduces per chunk at most (pointwise_f32.c RT_PC,
+    the same in every build), read from the kernel so that the shapes below straddle it."""
+    src = kernel_source("pointwise_f32.c")
+    assert "#define RT_PC (RT_PANEL / 32)" in src
+    return int(re.search(r"#define RT_PANEL (\d+)", src).group(1)) // 32
+
+
+_POINTWISE_CHUNK = _pointwise_chunk()
 
 
 def _layers_model() -> onnx.ModelProto:
@@ -75,10 +85,9 @@ def _layers_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Add", ["ci", inp("ri", [1, 25, 5, 3])], ["si"]))
     nodes.append(helper.make_node("Relu", ["si"], ["yi"]))
     out("yi")
-    # 1x1 with more input channels than a panel holds: rt_conv_f32 over the flattened
-    # positions
-    nodes.append(helper.make_node("Conv", [inp("xj", [1, POINTWISE_MAX_CHANNELS + 1, 3, 3]),
-                                           const("wj", [14, POINTWISE_MAX_CHANNELS + 1, 1, 1])],
+    # 1x1 with more input channels than a panel holds: rt_pointwise_f32 in two chunks
+    nodes.append(helper.make_node("Conv", [inp("xj", [1, _POINTWISE_CHUNK + 1, 3, 3]),
+                                           const("wj", [14, _POINTWISE_CHUNK + 1, 1, 1])],
                                   ["yj"]))
     out("yj")
     # a residual block's join: two convs into one Add + ReLU; the first fuses them, the
@@ -127,7 +136,7 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         assert all(p.placement == "c" for p in module.report.nodes)
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
-        assert used.count("rt_pointwise_f32") == 4 and used.count("rt_conv_f32") == 7, used
+        assert used.count("rt_pointwise_f32") == 5 and used.count("rt_conv_f32") == 6, used
         assert used.count("rt_dwconv_f32") == 1, used
         # the epilogues were fused: no Relu, Add or Clip call is left
         assert not [c.node for c in calls if c.routine is None and "Conv" not in c.node
@@ -159,15 +168,6 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
         got = run_kernel(k, arrays)
         for name, y in got.items():
             np.testing.assert_allclose(y, values[name], rtol=1e-4, atol=1e-4, err_msg=name)
-
-
-def test_pointwise_channel_limit_is_what_the_kernel_holds():
-    """routines.py's limit is pointwise_f32.c's RT_PC (a panel of RT_PANEL floats holds
-    RT_PC channels of 32 positions)."""
-    src = kernel_source("pointwise_f32.c")
-    panel = int(re.search(r"#define RT_PANEL (\d+)", src).group(1))
-    assert "#define RT_PC (RT_PANEL / 32)" in src
-    assert POINTWISE_MAX_CHANNELS == panel // 32
 
 
 def test_every_build_of_the_routines_gives_the_same_bits():
@@ -295,3 +295,104 @@ def test_maxpool_routine_on_random_shapes(seed):
                    for c in calls), [c.node for c in calls]
         for k in ref:
             np.testing.assert_array_equal(out[k], ref[k], err_msg=f"{k} ({cflags})")
+
+
+def _pointwise_model(seed: int) -> tuple[onnx.ModelProto, list[dict]]:
+    """1x1 layers of random shapes side by side, and what each is: input channels just
+    below, at and past one and two of rt_pointwise_f32's channel chunks (and odd), output
+    channels leaving a partial weight block, maps whose positions end inside a group of
+    positions (and one of whole groups), strides 1-3, batch 1-2, with and without bias,
+    residual add, ReLU or Clip."""
+    rng = np.random.default_rng(seed)
+    chunk = _POINTWISE_CHUNK
+    channels = [chunk - 3, chunk, chunk + 1, 2 * chunk + 37, int(rng.integers(3, 3 * chunk)) | 1,
+                2 * chunk + 1]
+    inits, nodes, inputs, outputs, layers = [], [], [], [], []
+    for i, c in enumerate(channels):
+        n, k = int(rng.integers(1, 3)), int(rng.integers(1, 40))
+        if i == len(channels) - 1:     # 64 positions: whole groups only
+            h, w, sh, sw = 8, 8, 1, 1
+        else:
+            h, w = int(rng.integers(1, 10)), int(rng.integers(1, 14))
+            sh, sw = (int(v) for v in rng.integers(1, 4, 2))
+        oh, ow = (h - 1) // sh + 1, (w - 1) // sw + 1
+        layer = dict(x=f"x{i}", w=rng.standard_normal((k, c, 1, 1)).astype(np.float32),
+                     b=rng.standard_normal(k).astype(np.float32) if i % 2 == 0 else None,
+                     res=f"r{i}" if i % 3 == 1 else None, act=("relu", "clip", None)[i % 3],
+                     strides=(sh, sw))
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [n, c, h, w]))
+        inits.append(numpy_helper.from_array(layer["w"], f"w{i}"))
+        conv_in = [f"x{i}", f"w{i}"]
+        if layer["b"] is not None:
+            inits.append(numpy_helper.from_array(layer["b"], f"b{i}"))
+            conv_in.append(f"b{i}")
+        nodes.append(helper.make_node("Conv", conv_in, [f"c{i}"], strides=[sh, sw]))
+        last = f"c{i}"
+        if layer["res"]:
+            inputs.append(helper.make_tensor_value_info(f"r{i}", TensorProto.FLOAT,
+                                                        [n, k, oh, ow]))
+            nodes.append(helper.make_node("Add", [last, f"r{i}"], [f"a{i}"]))
+            last = f"a{i}"
+        if layer["act"] == "relu":
+            nodes.append(helper.make_node("Relu", [last], [f"y{i}"]))
+            last = f"y{i}"
+        elif layer["act"] == "clip":
+            nodes.append(helper.make_node("Clip", [last, "lo", "hi"], [f"y{i}"]))
+            last = f"y{i}"
+        layer["y"] = last
+        outputs.append(helper.make_tensor_value_info(last, TensorProto.FLOAT, None))
+        layers.append(layer)
+    inits += [numpy_helper.from_array(np.float32(-0.5), "lo"),
+              numpy_helper.from_array(np.float32(0.75), "hi")]
+    g = helper.make_graph(nodes, "pointwise", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), layers
+
+
+def _pointwise_in_order(layer: dict, x: dict) -> np.ndarray:
+    """What rt_pointwise_f32 computes, as a plain loop in float32 in its order: per output
+    element, 0 + x[c] * w[k, c] for c = 0, 1, ... (each product and sum rounded to float32, no
+    fused multiply-add), then the bias + that sum, + the residual, then ReLU / Clip as the
+    loop-nest IR's max / min."""
+    sh, sw = layer["strides"]
+    xs = x[layer["x"]][:, :, ::sh, ::sw]
+    n, c, oh, ow = xs.shape
+    w = layer["w"].reshape(layer["w"].shape[0], c)
+    flat = xs.reshape(n, c, oh * ow)
+    acc = np.zeros((n, w.shape[0], oh * ow), np.float32)
+    for ci in range(c):
+        acc = acc + w[None, :, ci, None] * flat[:, None, ci, :]
+    bias = np.float32(0.0) if layer["b"] is None else layer["b"][None, :, None]
+    t = (bias + acc).reshape(n, -1, oh, ow)
+    if layer["res"]:
+        t = t + x[layer["res"]]
+    if layer["act"] == "relu":
+        t = np.where(np.float32(0.0) > t, np.float32(0.0), t)
+    elif layer["act"] == "clip":
+        t = np.where(np.float32(-0.5) > t, np.float32(-0.5), t)
+        t = np.where(np.float32(0.75) < t, np.float32(0.75), t)
+    return t
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_pointwise_routine_is_its_in_order_sum_across_chunks(seed):
+    """rt_pointwise_f32 on random 1x1 layers, several wider than one chunk of its panel, equals
+    the float32 loop of _pointwise_in_order bit for bit in every build and on two threads:
+    the partial sums kept between chunks change nothing, no chunk, tail or lane is lost."""
+    model, layers = _pointwise_model(seed)
+    graph = import_model(model)
+    x = _inputs(graph)
+    want = {layer["y"]: _pointwise_in_order(layer, x) for layer in layers}
+    builds = [(cflags, False) for cflags in BUILDS.values()] + [(BUILDS["native"], True)]
+    for cflags, openmp in builds:
+        module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": openmp})
+        try:
+            calls = [c for k in module.kernels.values() for c in k.program.calls]
+            assert [c.routine.name for c in calls if c.routine is not None] == \
+                ["rt_pointwise_f32"] * len(layers), [c.node for c in calls]
+            assert all(c.routine is not None for c in calls), [c.node for c in calls]
+            got = module.run(x)
+        finally:
+            module.close()
+        for name, y in want.items():
+            np.testing.assert_array_equal(got[name], y, err_msg=f"{name} ({cflags}, "
+                                                                 f"openmp={openmp})")

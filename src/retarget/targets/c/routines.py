@@ -15,10 +15,10 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
     rt_conv_f32       packed wp[ceil(K/32)][C][R][S][32]: vectors along output channels,
                       one input value broadcast per output position, a tile's positions
                       along the flattened output map (any R, S, stride)
-    rt_pointwise_f32  packed wp[ceil(K/12)][C][12]: a 1x1 layer (any stride) of at most
-                      POINTWISE_MAX_CHANNELS inputs as Y = W X, the vectors along the
-                      output positions (contiguous in NCHW), over a per-thread panel of the
-                      inputs of a group of positions
+    rt_pointwise_f32  packed wp[ceil(K/12)][C][12]: a 1x1 layer (any stride, any number
+                      of inputs) as Y = W X, the vectors along the output positions
+                      (contiguous in NCHW), over a per-thread panel of the inputs of a
+                      group of positions, the channels reduced in chunks the panel holds
     rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
                       the zero Pad the explicit-padding pass put before it done inside
                       (no padded copy): vectors along the output columns
@@ -55,11 +55,6 @@ from .routines_ort import ORT_FILES, ORT_ROUTINES, ort_call
 from .routines_tflite import TFLITE_FILES, TFLITE_ROUTINES, tflite_call
 
 ACT_NONE, ACT_RELU, ACT_CLIP = 0, 1, 2
-# A 1x1 layer with at most this many input channels runs as rt_pointwise_f32 (pointwise_f32.c
-# RT_PC: what its panel holds); a wider one as rt_conv_f32 (measured on MobileNet v1's and
-# ResNet-50's 1x1 layers: the panel's GEMM is faster wherever it fits, most at few channels
-# or many positions, where rt_conv_f32's transposed stores cost most).
-POINTWISE_MAX_CHANNELS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,9 +353,11 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
 
 
 def _pointwise(L: Layer) -> bool:
-    """Whether rt_pointwise_f32 runs the layer (see POINTWISE_MAX_CHANNELS)."""
-    return (not L.dense and not L.depthwise and L.R == L.S == 1
-            and L.C <= POINTWISE_MAX_CHANNELS)
+    """Whether rt_pointwise_f32 runs the layer: every 1x1 conv. Its panel GEMM is faster
+    than rt_conv_f32 on every 1x1 layer of MobileNet v1 and ResNet-50, most at few channels
+    or many positions, where rt_conv_f32's transposed stores cost most; a layer wider than
+    its panel is reduced in chunks (docs/benchmarks.md, bench_aot_c, "Issue 30")."""
+    return not L.dense and not L.depthwise and L.R == L.S == 1
 
 
 def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
@@ -488,10 +485,9 @@ def check_routine(call: Call) -> None:
             raise fail("a max pool has no epilogue")
     else:
         n, c, h, wd, sh, sw, kk, oh, ow = (d[a] for a in spec.ints)
-        if (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow or c > POINTWISE_MAX_CHANNELS:
+        if (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow:
             raise fail(f"output {oh}x{ow} is not a 1x1 window at strides {sh}, {sw} over "
-                       f"{h}x{wd}, or {c} channels exceed its panel's "
-                       f"{POINTWISE_MAX_CHANNELS}")
+                       f"{h}x{wd}")
         xs, ys = n * c * h * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * spec.block
     sizes = [(x, xs), (wp, ws), (y, ys), (res, ys)]
@@ -540,6 +536,6 @@ def routine_sources(names: Sequence[str]) -> str:
     return "\n".join([kernel_source(HEADER)] + [kernel_source(f) for f in files])
 
 
-__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "POINTWISE_MAX_CHANNELS",
-           "ROUTINES", "RoutineSpec", "carrier", "check_routine", "dw_fits", "kernel_source",
-           "plan_routines", "routine_call", "routine_sources"]
+__all__ = ["ACT_CLIP", "ACT_NONE", "ACT_RELU", "BlockPacking", "ROUTINES", "RoutineSpec",
+           "carrier", "check_routine", "dw_fits", "kernel_source", "plan_routines",
+           "routine_call", "routine_sources"]

@@ -12,9 +12,14 @@
    streams from L1/L2 for every block of output channels instead of being re-read from RT_PW-
    float pieces of C rows far apart. A tile is RT_PB output channels by RT_PV vectors of
    positions, summing the channels in order (one summation order per lane, whatever the
-   vector width). C <= RT_PC: a panel holds every channel (routines.py sends larger layers
-   to rt_conv_f32). Threads split the (position group, channel block) pairs, each thread
-   packing a group's panel once for its consecutive blocks. */
+   vector width).
+   Any C: a panel holds RT_PC channels, so a wider layer is reduced in chunks of at most
+   RT_PC channels, the panel packed once per chunk. Between chunks a tile's partial sums wait
+   in its own output elements (stored and reloaded exactly, so each lane still adds its
+   channels one by one from 0 in order: the chunking changes no bit); the last chunk applies
+   the epilogue. Threads split the
+   (position group, channel block) pairs into contiguous ranges, each thread packing a
+   group's chunk once for the blocks of its range. */
 #define RT_PB 12              /* output channels per packed weight block (routines.py) */
 #if RT_VL >= 16
 #define RT_PV 2               /* 12 x 2 accumulators: 24 of AVX-512's 32 registers */
@@ -23,8 +28,25 @@
 #endif
 #define RT_PW (RT_PV * RT_VL)
 #define RT_PANEL 16384        /* floats of a thread's panel */
-#define RT_PC (RT_PANEL / 32)  /* the channels a panel holds at the widest RT_PW */
+#define RT_PC (RT_PANEL / 32)  /* channels per chunk: what a panel holds at the widest RT_PW */
 typedef char rt_pw_panel_holds_rt_pc[RT_PW <= 32 ? 1 : -1];
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* This thread's share [*first, *last) of `total` items: contiguous, sizes within one. */
+RT_INLINE void rt_pw_share(int total, int *first, int *last)
+{
+#ifdef _OPENMP
+    long t = omp_get_thread_num(), nt = omp_get_num_threads();
+    *first = (int)(total * t / nt);
+    *last = (int)(total * (t + 1) / nt);
+#else
+    *first = 0;
+    *last = total;
+#endif
+}
 
 /* Positions p0 .. p0 + np - 1 of the C channels into the panel, zero past np. */
 RT_INLINE void rt_pw_pack(const float *restrict x, float *restrict panel, int C, ptrdiff_t HW,
@@ -60,12 +82,60 @@ RT_INLINE void rt_pw_tile(const float *restrict panel, const float *restrict wb,
     }
 }
 
+/* Output channels kb * RT_PB .. (those below K) at positions p0 .. p0 + np - 1, over the
+   `cn` channels of the panel, whose weights start at wb: from 0 (`first` chunk) or from the
+   partial sums in y, to the partial sums in y or (`last` chunk) through the epilogue. */
+RT_INLINE void rt_pw_block(const float *restrict panel, const float *restrict wb,
+                           const float *restrict bias, const float *restrict rn,
+                           float *restrict yn, int K, int P, int kb, int p0, int np, int cn,
+                           int first, int last, int act, float lo, float hi)
+{
+    RT_ALIGN64 float out[RT_PW];       /* a partial group's lanes, through memory */
+    rt_vf acc[RT_PB][RT_PV];
+    int i, v, j;
+    for (i = 0; i < RT_PB; i++) {
+        int k = kb * RT_PB + i;
+        const float *part = out;
+        if (first || k >= K) {
+            for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vbcast(0.0f);
+            continue;
+        }
+        if (np == RT_PW)
+            part = yn + (ptrdiff_t)k * P + p0;
+        else
+            for (j = 0; j < RT_PW; j++) out[j] = j < np ? yn[(ptrdiff_t)k * P + p0 + j] : 0.0f;
+        for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vload(part + v * RT_VL);
+    }
+    rt_pw_tile(panel, wb, acc, cn);
+    for (i = 0; i < RT_PB && kb * RT_PB + i < K; i++) {
+        int k = kb * RT_PB + i;
+        ptrdiff_t o = (ptrdiff_t)k * P + p0;
+        rt_vf b = rt_vbcast(bias ? bias[k] : 0.0f);
+        for (v = 0; v < RT_PV; v++) {
+            /* the epilogue, as rt_conv_f32's: bias + sum, + res, act */
+            rt_vf t = last ? rt_vadd(b, acc[i][v]) : acc[i][v];
+            if (np < RT_PW) {
+                rt_vstore(out + v * RT_VL, t);
+                continue;
+            }
+            if (last && rn) t = rt_vadd(t, rt_vload(rn + o + v * RT_VL));
+            rt_vstore(yn + o + v * RT_VL, last ? rt_vact(t, act, lo, hi) : t);
+        }
+        for (j = 0; j < (np < RT_PW ? np : 0); j++) {  /* a partial group */
+            float t = out[j];
+            if (last && rn) t = t + rn[o + j];
+            yn[o + j] = last ? rt_act(t, act, lo, hi) : t;
+        }
+    }
+}
+
 static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
                              const float *restrict bias, const float *restrict res,
                              float *restrict y, int N, int C, int H, int W, int sh, int sw,
                              int K, int OH, int OW, int act, float lo, float hi)
 {
     int P = OH * OW, blocks = (K + RT_PB - 1) / RT_PB, groups = (P + RT_PW - 1) / RT_PW;
+    int chunks = (C + RT_PC - 1) / RT_PC, chunk = (C + chunks - 1) / chunks;  /* even ones */
     int n;
     for (n = 0; n < N; n++) {
         const float *xn = x + (ptrdiff_t)n * C * H * W;
@@ -76,45 +146,23 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
 #endif
         {
             RT_ALIGN64 float panel[RT_PANEL];
-            RT_ALIGN64 float out[RT_PW];
-            int packed = -1;                 /* the group whose channels 0.. the panel holds */
-            int g, kb;
-#ifdef _OPENMP
-#pragma omp for collapse(2) schedule(static)
-#endif
-            for (g = 0; g < groups; g++)
-                for (kb = 0; kb < blocks; kb++) {
-                    int p0 = g * RT_PW, np = P - p0 < RT_PW ? P - p0 : RT_PW;
-                    int i, v, j;
-                    rt_vf acc[RT_PB][RT_PV];
-                    if (packed != g) {
-                        rt_pw_pack(xn, panel, C, (ptrdiff_t)H * W, W, sh, sw, OW, p0, np);
-                        packed = g;
-                    }
-                    for (i = 0; i < RT_PB; i++)
-                        for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vbcast(0.0f);
-                    rt_pw_tile(panel, wp + (ptrdiff_t)kb * C * RT_PB, acc, C);
-                    for (i = 0; i < RT_PB && kb * RT_PB + i < K; i++) {
-                        int k = kb * RT_PB + i;
-                        ptrdiff_t o = (ptrdiff_t)k * P + p0;
-                        rt_vf b = rt_vbcast(bias ? bias[k] : 0.0f);
-                        for (v = 0; v < RT_PV; v++) {
-                            /* the epilogue, as rt_conv_f32's: bias + sum, + res, act */
-                            rt_vf t = rt_vadd(b, acc[i][v]);
-                            if (np < RT_PW) {
-                                rt_vstore(out + v * RT_VL, t);
-                                continue;
-                            }
-                            if (rn) t = rt_vadd(t, rt_vload(rn + o + v * RT_VL));
-                            rt_vstore(yn + o + v * RT_VL, rt_vact(t, act, lo, hi));
-                        }
-                        for (j = 0; j < (np < RT_PW ? np : 0); j++) {  /* a partial group */
-                            float t = out[j];
-                            if (rn) t = t + rn[o + j];
-                            yn[o + j] = rt_act(t, act, lo, hi);
-                        }
-                    }
+            int first, last, g;
+            rt_pw_share(groups * blocks, &first, &last);
+            for (g = first / blocks; first < last && g * blocks < last; g++) {
+                int p0 = g * RT_PW, np = P - p0 < RT_PW ? P - p0 : RT_PW;
+                int kb0 = first > g * blocks ? first - g * blocks : 0;
+                int kb1 = last < (g + 1) * blocks ? last - g * blocks : blocks;
+                int c0, kb;
+                for (c0 = 0; c0 < C; c0 += chunk) {
+                    int cn = C - c0 < chunk ? C - c0 : chunk;
+                    rt_pw_pack(xn + (ptrdiff_t)c0 * H * W, panel, cn, (ptrdiff_t)H * W, W,
+                               sh, sw, OW, p0, np);
+                    for (kb = kb0; kb < kb1; kb++)
+                        rt_pw_block(panel, wp + ((ptrdiff_t)kb * C + c0) * RT_PB, bias, rn,
+                                    yn, K, P, kb, p0, np, cn, c0 == 0, c0 + cn == C, act, lo,
+                                    hi);
                 }
+            }
         }
     }
 }
