@@ -299,19 +299,22 @@ def test_maxpool_routine_on_random_shapes(seed):
 
 def _pointwise_model(seed: int) -> tuple[onnx.ModelProto, list[dict]]:
     """1x1 layers of random shapes side by side, and what each is: input channels just
-    below, at and past one and two of rt_pointwise_f32's channel chunks (and odd), output
-    channels leaving a partial weight block, maps whose positions end inside a group of
-    positions (and one of whole groups), strides 1-3, batch 1-2, with and without bias,
-    residual add, ReLU or Clip."""
+    below, at and past one and two of rt_pointwise_f32's channel chunks (and odd, and few:
+    a band of groups), output channels leaving a partial weight block, maps whose positions
+    end inside a group of positions (and one of whole groups), strides 1-3, batch 1-2, with
+    and without bias, residual add, ReLU or Clip."""
     rng = np.random.default_rng(seed)
     chunk = _POINTWISE_CHUNK
     channels = [chunk - 3, chunk, chunk + 1, 2 * chunk + 37, int(rng.integers(3, 3 * chunk)) | 1,
-                2 * chunk + 1]
+                2 * chunk + 1, 7]
+    # the last two: 64 positions (whole groups only); 7 channels on 150 positions (one
+    # chunk, a band of several groups' panels)
+    maps = {len(channels) - 2: (8, 8, 1, 1), len(channels) - 1: (10, 15, 1, 1)}
     inits, nodes, inputs, outputs, layers = [], [], [], [], []
     for i, c in enumerate(channels):
         n, k = int(rng.integers(1, 3)), int(rng.integers(1, 40))
-        if i == len(channels) - 1:     # 64 positions: whole groups only
-            h, w, sh, sw = 8, 8, 1, 1
+        if i in maps:
+            h, w, sh, sw = maps[i]
         else:
             h, w = int(rng.integers(1, 10)), int(rng.integers(1, 14))
             sh, sw = (int(v) for v in rng.integers(1, 4, 2))

@@ -14,12 +14,12 @@
    positions, summing the channels in order (one summation order per lane, whatever the
    vector width).
    Any C: a panel holds RT_PC channels, so a wider layer is reduced in chunks of at most
-   RT_PC channels, the panel packed once per chunk. Between chunks a tile's partial sums wait
-   in its own output elements (stored and reloaded exactly, so each lane still adds its
-   channels one by one from 0 in order: the chunking changes no bit); the last chunk applies
-   the epilogue. Threads split the
-   (position group, channel block) pairs into contiguous ranges, each thread packing a
-   group's chunk once for the blocks of its range. */
+   RT_PC channels, the panel packed once per chunk (when the chunk is small, a band of
+   several groups' panels, so that each weight is loaded once per band). Between chunks a
+   tile's partial sums wait in its own output elements (stored and reloaded exactly, so each
+   lane still adds its channels one by one from 0 in order: the chunking changes no bit);
+   the last chunk applies the epilogue. Threads split the (band, channel block) pairs into
+   contiguous ranges, each thread packing a band's chunk once for the blocks of its range. */
 #define RT_PB 12              /* output channels per packed weight block (routines.py) */
 #if RT_VL >= 16
 #define RT_PV 2               /* 12 x 2 accumulators: 24 of AVX-512's 32 registers */
@@ -29,6 +29,10 @@
 #define RT_PW (RT_PV * RT_VL)
 #define RT_PANEL 16384        /* floats of a thread's panel */
 #define RT_PC (RT_PANEL / 32)  /* channels per chunk: what a panel holds at the widest RT_PW */
+/* How far ahead (floats) a tile prefetches its weights, which stream from L3 or memory in
+   pieces of at most RT_PC * RT_PB floats: measured, ResNet-50's 1x1 calls take 21.5 ms
+   with it against 26.7 without (one thread; docs/benchmarks.md, bench_aot_c, "Issue 30"). */
+#define RT_PF 768
 typedef char rt_pw_panel_holds_rt_pc[RT_PW <= 32 ? 1 : -1];
 
 #ifdef _OPENMP
@@ -75,6 +79,9 @@ RT_INLINE void rt_pw_tile(const float *restrict panel, const float *restrict wb,
     int c, i, v;
     for (c = 0; c < C; c++) {
         rt_vf xv[RT_PV];
+#if RT_VECTOR_EXTENSIONS
+        __builtin_prefetch(wb + RT_PF);    /* a hint: past the weights it reads nothing */
+#endif
         for (v = 0; v < RT_PV; v++) xv[v] = rt_vload(panel + c * RT_PW + v * RT_VL);
         for (i = 0; i < RT_PB; i++)
             for (v = 0; v < RT_PV; v++) acc[i][v] = rt_vfma(acc[i][v], xv[v], wb[i]);
@@ -136,7 +143,10 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
 {
     int P = OH * OW, blocks = (K + RT_PB - 1) / RT_PB, groups = (P + RT_PW - 1) / RT_PW;
     int chunks = (C + RT_PC - 1) / RT_PC, chunk = (C + chunks - 1) / chunks;  /* even ones */
+    int band = RT_PANEL / (RT_PW * chunk), bands;
     int n;
+    band = band < groups ? band : groups;
+    bands = (groups + band - 1) / band;
     for (n = 0; n < N; n++) {
         const float *xn = x + (ptrdiff_t)n * C * H * W;
         const float *rn = res ? res + (ptrdiff_t)n * K * P : 0;
@@ -146,21 +156,35 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
 #endif
         {
             RT_ALIGN64 float panel[RT_PANEL];
-            int first, last, g;
-            rt_pw_share(groups * blocks, &first, &last);
-            for (g = first / blocks; first < last && g * blocks < last; g++) {
-                int p0 = g * RT_PW, np = P - p0 < RT_PW ? P - p0 : RT_PW;
-                int kb0 = first > g * blocks ? first - g * blocks : 0;
-                int kb1 = last < (g + 1) * blocks ? last - g * blocks : blocks;
-                int c0, kb;
+            int first, last, b;
+            rt_pw_share(bands * blocks, &first, &last);
+            for (b = first / blocks; first < last && b * blocks < last; b++) {
+                int g0 = b * band, gn = groups - g0 < band ? groups - g0 : band;
+                int kb0 = first > b * blocks ? first - b * blocks : 0;
+                int kb1 = last < (b + 1) * blocks ? last - b * blocks : blocks;
+                int c0, kb, g;
                 for (c0 = 0; c0 < C; c0 += chunk) {
                     int cn = C - c0 < chunk ? C - c0 : chunk;
-                    rt_pw_pack(xn + (ptrdiff_t)c0 * H * W, panel, cn, (ptrdiff_t)H * W, W,
-                               sh, sw, OW, p0, np);
+                    for (g = 0; g < gn; g++) {
+                        int p0 = (g0 + g) * RT_PW;
+                        rt_pw_pack(xn + (ptrdiff_t)c0 * H * W, panel + g * cn * RT_PW, cn,
+                                   (ptrdiff_t)H * W, W, sh, sw, OW, p0,
+                                   P - p0 < RT_PW ? P - p0 : RT_PW);
+                    }
                     for (kb = kb0; kb < kb1; kb++)
-                        rt_pw_block(panel, wp + ((ptrdiff_t)kb * C + c0) * RT_PB, bias, rn,
-                                    yn, K, P, kb, p0, np, cn, c0 == 0, c0 + cn == C, act, lo,
-                                    hi);
+                        for (g = 0; g < gn; g++) {
+                            /* first and last chunk as constants: four inlined copies */
+                            int p0 = (g0 + g) * RT_PW, np = P - p0 < RT_PW ? P - p0 : RT_PW;
+                            const float *pg = panel + g * cn * RT_PW;
+                            const float *wb = wp + ((ptrdiff_t)kb * C + c0) * RT_PB;
+#define RT_PW_BLOCK(f, l) rt_pw_block(pg, wb, bias, rn, yn, K, P, kb, p0, np, cn, f, l, \
+                                      act, lo, hi)
+                            if (c0 == 0 && c0 + cn == C) RT_PW_BLOCK(1, 1);
+                            else if (c0 == 0) RT_PW_BLOCK(1, 0);
+                            else if (c0 + cn == C) RT_PW_BLOCK(0, 1);
+                            else RT_PW_BLOCK(0, 0);
+#undef RT_PW_BLOCK
+                        }
                 }
             }
         }
