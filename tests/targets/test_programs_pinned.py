@@ -107,7 +107,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        '00dd4d33dc2c928c17038caced157ba7fc714946fa9f129386cfb9d2be272f45',
+        '91598556ddae4574fd6678b250d2f67834933b68503d0eeed9fa0ecb32c02919',
     ('resnet18', 'c:buffered'):
         '702f9962341f1cb61c931c82eb67b217806e905c31b252e451e98033aaddf890',
     ('resnet18', 'c:naive'):
@@ -125,7 +125,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        'b4ba5edd6a3d2f4335ac86160c59f05b908b2d3b31d1dbdd5601578a79ba042e',
+        '2d207f750af51b34082cb28e86937aa30ded53b651ac17557efccaa9e460aa8d',
     ('mobilenet_v1', 'c:buffered'):
         '4ce6ce5aa8ed6555ce4f31544519fe195898deddca84d5a8b026f880b9e10ecc',
     ('mobilenet_v1', 'c:naive'):
@@ -143,7 +143,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '21b3625e356a57d3994726294a078b4642dc41ec2dee427d41077b9a576521ad',
+        'c6cc937e77aa3a08fb3d46a147dc2398d88eaa22819266b026c9ee4f7f6cee3a',
     ('mobilenet_v2', 'c:buffered'):
         '45d5b8151e7e11c46b516d2b1c442818d9c70a128dedf3451d284c9e1821e16f',
     ('mobilenet_v2', 'c:naive'):
@@ -161,7 +161,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '14eb5b9a4ca83f674c7bf84df714f2adc8d37f26d273774f9768dcd6ba8fb73b',
+        '8dfcca6e55abc1d9908f821d4082fa3ed54d06533a927de9e61139386d22585a',
     ('googlenet', 'c:buffered'):
         '3cb0b28a8510ce77222d017add1aad8e15ea2e31dc7678c0e62a58d2fc943279',
     ('googlenet', 'c:naive'):
@@ -179,7 +179,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '852a69cf76b3e5ab81d48f26e69faebfd883ff5eba6af04181de92fec502f535',
+        'bdaf1a827ecff4a49d8ddd027857e4e8f46ff25af27c26b0427ab93893db0b4b',
     ('squeezenet', 'c:buffered'):
         '49a556c6f0d01a35291d0b1879ac39719f19a1da33ccc673eaa1f29c578543ba',
     ('squeezenet', 'c:naive'):
@@ -197,7 +197,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '3645fc756fb1afeee0bd80f80b81c3129b4ae9962dd42fbd052e450803e2140f',
+        'cb5bd3c258e0d5a9cb8a591bac51afe99a75b448ce1f2a950e4f9bf89a948371',
     ('unet', 'c:buffered'):
         'f0c0d285afb8d179e0c72f0d732a4f581d4f7d1a2bdaa7ce87ffa7d29fa85172',
     ('unet', 'c:naive'):

@@ -31,7 +31,8 @@
 #define RT_PC (RT_PANEL / 32)  /* channels per chunk: what a panel holds at the widest RT_PW */
 /* How far ahead (floats) a tile prefetches its weights, which stream from L3 or memory in
    pieces of at most RT_PC * RT_PB floats: measured, ResNet-50's 1x1 calls take 21.5 ms
-   with it against 26.7 without (one thread; docs/benchmarks.md, bench_aot_c, "Issue 30"). */
+   with it against 26.7 without (one thread; docs/benchmarks.md, bench_aot_c, "1 x 1 layers
+   of any width on the panel GEMM"). */
 #define RT_PF 768
 typedef char rt_pw_panel_holds_rt_pc[RT_PW <= 32 ? 1 : -1];
 
