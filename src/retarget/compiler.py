@@ -33,6 +33,7 @@ from .ir.graph import Graph
 from .ops.quantized import ACCUMULATING_OPS
 from .passes import rewrite_for
 from .passes.infer_shapes import infer_shapes
+from .passes.calibrate import random_samples
 from .passes.fusion import STRATEGIES, plan_region
 from .passes.host import REFERENCE, place_on_host
 from .passes.partition import partition
@@ -245,7 +246,7 @@ def _load_onnx_model(path, target: Target, calibration: Any) -> tuple[Graph, Any
                   f"onnxruntime", stacklevel=4)
     float_graph = load_quantized_as_float(path)
     if calibration is None:
-        calibration = seeded_inputs(float_graph, SEEDED_CALIBRATION)
+        calibration = random_samples(float_graph, SEEDED_CALIBRATION)
     return float_graph, calibration
 
 
@@ -261,14 +262,6 @@ def qdq_unfit_reason(graph: Graph, target: Target) -> str | None:
     except UnsupportedOpError as e:
         return str(e).split(";")[0]
     return None
-
-
-def seeded_inputs(graph: Graph, count: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    """`count` seeded standard-normal inputs of `graph` (the distribution the zoo's QDQ models
-    were calibrated on)."""
-    rng = np.random.default_rng(seed)
-    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
-             for v in graph.inputs} for _ in range(count)]
 
 
 def _fusion_strategy(target: Target, fusion: str | None, several: bool = False) -> str:
@@ -354,4 +347,4 @@ def _convert_prequantized(graph: Graph, target: Target) -> Graph:
 
 
 __all__ = ["compile", "node_costs", "prepare", "qdq_unfit_reason", "resolve_targets",
-           "seeded_inputs", "to_number_format"]
+           "to_number_format"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..compiler import SEEDED_CALIBRATION, qdq_unfit_reason, seeded_inputs
+from ..compiler import SEEDED_CALIBRATION, qdq_unfit_reason
 from ..frontend.onnx import load_onnx, read_onnx
 from ..frontend.onnx_quantized import QDQ_OPS, format_qdq_error, qdq_error
 from ..frontend.tflite import io_quantization, is_tflite_path, load_tflite, model_samples
-from ..passes.calibrate import sample_batches
+from ..passes.calibrate import random_samples, sample_batches
 from ..report.deviation import format_deviation, qdq_deviation, tflite_deviation
 from ..runtime.check import random_inputs
 from .compile_options import (add_compile_options, add_target_options, compile_from_args,
@@ -109,7 +109,7 @@ def _print_qdq_deviation(args: argparse.Namespace, module) -> None:
     if calibration is not None:
         inputs, where = sample_batches(graph, calibration), "calibration inputs"
     else:
-        inputs = seeded_inputs(graph, SEEDED_CALIBRATION)
+        inputs = random_samples(graph, SEEDED_CALIBRATION)
         where = "seeded standard-normal inputs (the calibration)"
     print(format_deviation(qdq_deviation(module, args.model, inputs), module.target.name,
                            f"{len(inputs)} {where}", runtime="qdq") +

@@ -15,10 +15,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import numpy as np
-
 from ..errors import InputError, RetargetError
 from ..compiler import compile, to_number_format
+from ..passes.calibrate import random_samples
 from ..passes.infer_shapes import infer_shapes
 from ..targets.registry import get_target
 from ..frontend.onnx import import_model, read_onnx
@@ -46,9 +45,7 @@ class Problem:
         g = infer_shapes(graph)
         g.toposort()
         if calibration is None:
-            rng = np.random.default_rng(seed)
-            calibration = [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
-                            for v in g.inputs}]
+            calibration = random_samples(g, 1, seed)
         # once, here; each point's compile adds only the target's config-dependent rewrite
         g = to_number_format(g, tgt, calibration)
         return cls(model, target, g, dict(fixed or {}))

@@ -44,6 +44,13 @@ def frac_bits_for(max_abs: float, qmax: int = QMAX) -> int:
     return max(MIN_FRAC_BITS, min(MAX_FRAC_BITS, f))
 
 
+def random_samples(graph: Graph, count: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """`count` seeded standard-normal samples of every input of `graph` (typed)."""
+    rng = np.random.default_rng(seed)
+    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
+             for v in graph.inputs} for _ in range(count)]
+
+
 def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RANDOM_SAMPLES,
                    seed: int = 0) -> list[dict[str, np.ndarray]]:
     """Normalise the accepted sample forms into a list of input dicts for `graph`.
@@ -55,9 +62,7 @@ def sample_batches(graph: Graph, samples: Samples, *, num_random: int = NUM_RAND
         warnings.warn("quantize: no calibration inputs given; calibrating on standard-normal "
                       "random data, so the int8 ranges may not fit real inputs",
                       stacklevel=4)
-        rng = np.random.default_rng(seed)
-        return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
-                 for v in graph.inputs} for _ in range(num_random)]
+        return random_samples(graph, num_random, seed)
     if isinstance(samples, np.ndarray):
         if len(graph.inputs) != 1:
             raise InputError(f"a bare calibration array needs a single-input graph; this one "

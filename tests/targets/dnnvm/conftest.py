@@ -7,6 +7,7 @@ import pytest
 
 from retarget import zoo
 from retarget.frontend.onnx import import_model
+from retarget.passes.calibrate import random_samples
 from retarget.targets.dnnvm.config import PRESETS
 from retarget.targets.dnnvm.lower import Lowering
 from retarget.targets.dnnvm.sim import Simulator
@@ -29,9 +30,7 @@ def build_graph(name: str, **extra):
 
 
 def samples(graph, count: int = 1, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype) for v in graph.inputs}
-            for _ in range(count)]
+    return random_samples(graph, count, seed)
 
 
 def nhwc(x):

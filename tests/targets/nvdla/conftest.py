@@ -2,12 +2,12 @@
 presets (cached for the whole session: every compile runs a compiler process per region)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
+from retarget.passes.calibrate import random_samples
 from retarget.zoo.builder import OnnxBuilder
 
 NETS = ("resnet18", "googlenet", "mobilenet_v1", "vgg11", "unet")
@@ -35,9 +35,7 @@ def tiny_graph():
 
 
 def samples(graph, count: int = 1, seed: int = 1):
-    rng = np.random.default_rng(seed)
-    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype) for v in graph.inputs}
-            for _ in range(count)]
+    return random_samples(graph, count, seed)
 
 
 def compile_nvdla(graph, preset: str = "nv_full", **options):

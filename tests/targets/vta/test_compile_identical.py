@@ -28,6 +28,7 @@ import pytest
 import retarget
 from retarget import zoo
 from retarget.frontend.onnx import import_model
+from retarget.passes.calibrate import random_samples
 
 NETS = {
     "resnet18": dict(size=32, width=0.25),
@@ -44,9 +45,7 @@ def _graph(key: str):
 
 
 def _calibration(graph):
-    rng = np.random.default_rng(1)
-    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype)
-             for v in graph.inputs} for _ in range(2)]
+    return random_samples(graph, 2, seed=1)
 
 
 def _array_digest(h, name: str, a: np.ndarray) -> None:

@@ -4,6 +4,7 @@ import pytest
 
 from retarget import zoo
 from retarget.frontend.onnx import import_model
+from retarget.passes.calibrate import random_samples
 
 # Test sizes: small inputs and reduced widths keep the directory well under 90 s; channel
 # counts still cross block boundaries (8, 16, 24, 32 ... against BLOCK_IN 16/32).
@@ -24,14 +25,11 @@ def build_graph(name: str, **extra):
 
 def calibration_for(graph, count: int = 2, seed: int = 1):
     """Seeded random calibration batches (explicit, so no warning)."""
-    rng = np.random.default_rng(seed)
-    return [{v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype) for v in graph.inputs}
-            for _ in range(count)]
+    return random_samples(graph, count, seed)
 
 
 def input_for(graph, seed: int = 2):
-    rng = np.random.default_rng(seed)
-    return {v.name: rng.standard_normal(v.type.shape).astype(v.type.dtype) for v in graph.inputs}
+    return random_samples(graph, 1, seed)[0]
 
 
 @pytest.fixture
