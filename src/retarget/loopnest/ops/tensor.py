@@ -66,16 +66,24 @@ def _lower_concat(node: Node) -> Kernel:
     offset = 0
     for v in xs:
         x = kb.input(v)
-        axes = [(f"i{d}", n) for d, n in enumerate(x.shape)]
-        index = [aff(var) for var, _ in axes]
-        dst = list(index)
-        dst[axis] = dst[axis] + offset
-        body += nest(axes, [Store(y[tuple(dst)], Load(x[tuple(index)]))], len(axes))
+        body += _block_copy(y, x, x.shape, axis, offset, into_block=True)
         offset += x.shape[axis]
     if offset != y.shape[axis]:
         raise ShapeError(f"{node_context(node)}: inputs add up to {offset} on axis {axis}, "
                          f"the output has {y.shape[axis]}")
     return kb.kernel([y], body)
+
+
+def _block_copy(dst, src, shape, axis: int, offset: int, into_block: bool) -> list[Stmt]:
+    """One nest copying a `shape` box between `src` and `dst`, where the whole tensor (`dst`
+    when `into_block`, as Concat writes; `src` otherwise, as Split reads) is indexed `offset`
+    further along `axis` than the block."""
+    axes = [(f"i{d}", n) for d, n in enumerate(shape)]
+    index = [aff(var) for var, _ in axes]
+    moved = list(index)
+    moved[axis] = moved[axis] + offset
+    at_dst, at_src = (moved, index) if into_block else (index, moved)
+    return nest(axes, [Store(dst[tuple(at_dst)], Load(src[tuple(at_src)]))], len(axes))
 
 
 def _lower_split(node: Node) -> Kernel:
@@ -91,11 +99,7 @@ def _lower_split(node: Node) -> Kernel:
     for v in node.outputs:
         y = kb.output(v)
         outs.append(y)
-        axes = [(f"i{d}", n) for d, n in enumerate(y.shape)]
-        index = [aff(var) for var, _ in axes]
-        src = list(index)
-        src[axis] = src[axis] + offset
-        body += nest(axes, [Store(y[tuple(index)], Load(x[tuple(src)]))], len(axes))
+        body += _block_copy(y, x, y.shape, axis, offset, into_block=False)
         offset += y.shape[axis]
     if offset != x.shape[axis]:
         raise ShapeError(f"{node_context(node)}: outputs add up to {offset} on axis {axis}, "
