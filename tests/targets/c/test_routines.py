@@ -297,6 +297,73 @@ def test_maxpool_routine_on_random_shapes(seed):
             np.testing.assert_array_equal(out[k], ref[k], err_msg=f"{k} ({cflags})")
 
 
+def _window_layers_model() -> onnx.ModelProto:
+    """Depthwise and max-pool layers that rt_window_f32 takes flat (strides 1 and 2, planes
+    small enough, every input column inside sw * OW): 7 x 7 planes (a partial last vector),
+    odd widths, a 5 x 5 window, asymmetric pads, strides (1, 2), a residual add, Clip, a
+    ceil_mode pool; and a stride-1 plane too large to go flat."""
+    rng = np.random.default_rng(5)
+    inits, nodes, inputs, outputs = [], [], [], []
+    layers = [  # C, H, W, R, S, sh, sw, pads
+        (5, 7, 7, 3, 3, 1, 1, [1, 1, 1, 1]), (3, 14, 15, 3, 3, 2, 2, [1, 1, 1, 1]),
+        (4, 9, 20, 5, 5, 1, 1, [2, 2, 2, 2]), (2, 14, 14, 3, 3, 2, 2, [1, 1, 0, 0]),
+        (3, 11, 13, 3, 3, 1, 2, [1, 1, 1, 1]), (2, 13, 17, 3, 3, 2, 1, [0, 1, 2, 1]),
+        (2, 60, 61, 3, 3, 1, 1, [1, 1, 1, 1])]
+    for i, (c, h, w, r, s, sh, sw, pads) in enumerate(layers):
+        oh, ow = (h + pads[0] + pads[2] - r) // sh + 1, (w + pads[1] + pads[3] - s) // sw + 1
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [1, c, h, w]))
+        inits += [numpy_helper.from_array(rng.standard_normal((c, 1, r, s)).astype(np.float32),
+                                          f"w{i}"),
+                  numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), f"b{i}")]
+        nodes.append(helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], group=c,
+                                      pads=pads, strides=[sh, sw]))
+        last = f"c{i}"
+        if i == 2:
+            inputs.append(helper.make_tensor_value_info("r2", TensorProto.FLOAT,
+                                                        [1, c, oh, ow]))
+            nodes.append(helper.make_node("Add", [last, "r2"], ["a2"]))
+            last = "a2"
+        if i % 2 == 0:
+            nodes.append(helper.make_node("Clip", [last, "lo", "hi"], [f"y{i}"]))
+            last = f"y{i}"
+        outputs.append(helper.make_tensor_value_info(last, TensorProto.FLOAT, None))
+    inits += [numpy_helper.from_array(np.float32(-0.5), "lo"),
+              numpy_helper.from_array(np.float32(1.0), "hi")]
+    for i, (h, w, sh, ceil) in enumerate([(15, 15, 2, 0), (7, 9, 1, 0), (12, 13, 2, 1)]):
+        inputs.append(helper.make_tensor_value_info(f"xm{i}", TensorProto.FLOAT, [1, 3, h, w]))
+        nodes.append(helper.make_node("MaxPool", [f"xm{i}"], [f"ym{i}"], kernel_shape=[3, 3],
+                                      strides=[sh, sh], pads=[1, 1, 1, 1], ceil_mode=ceil))
+        outputs.append(helper.make_tensor_value_info(f"ym{i}", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "windows", inputs, outputs, inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("build", ["native", "portable"])
+def test_window_routines_flat_and_by_rows_give_the_same_bits(build):
+    """rt_window_f32's two paths (dwconv_f32.c: flat, and by rows, forced for every layer
+    with -DRT_DW_FLAT=0) sum every lane's taps in one order: the same bits, and the
+    reference's values."""
+    graph = import_model(_window_layers_model())
+    x = _inputs(graph)
+    ref = run_graph(graph, x)
+    outs = []
+    for flat in ("", " -DRT_DW_FLAT=0"):
+        module = retarget.compile(graph, "c", config={"cflags": BUILDS[build] + flat,
+                                                      "openmp": False})
+        try:
+            calls = [c for k in module.kernels.values() for c in k.program.calls]
+            assert sorted(c.routine.name for c in calls) == \
+                ["rt_dwconv_f32"] * 7 + ["rt_maxpool_f32"] * 3, [c.node for c in calls]
+            outs.append(module.run(x))
+        finally:
+            module.close()
+    for k in ref:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+        scale = float(np.max(np.abs(ref[k]))) or 1.0
+        np.testing.assert_allclose(outs[0][k], ref[k], rtol=1e-4, atol=1e-5 * scale,
+                                   err_msg=k)
+
+
 def _pointwise_model(seed: int) -> tuple[onnx.ModelProto, list[dict]]:
     """1x1 layers of random shapes side by side, and what each is: input channels just
     below, at and past one and two of rt_pointwise_f32's channel chunks (and odd, and few:

@@ -78,7 +78,7 @@ ROUTINES = {
 }
 ROUTINES["rt_maxpool_f32"] = RoutineSpec("rt_maxpool_f32", "dwconv_f32.c", 0,
                                          ROUTINES["rt_dwconv_f32"].ints)
-DW_STAGE = 8192           # dwconv_f32.c RT_DW_STAGE: floats of a thread's staged rows
+DW_STAGE = 16384          # dwconv_f32.c RT_DW_STAGE: floats of a thread's staged rows
 DW_TAPS = 64              # dwconv_f32.c RT_DW_TAPS: at most R * S taps
 HEADER = "vec.h"
 

@@ -7,18 +7,31 @@
      y[n, c, oh, ow] = act(bias[c] + sum_{r,s} xpad[n, c, oh*sh + r, ow*sw + s] * w[c, r, s]
                            + res[n, c, oh, ow])
 
-   No padded copy of the input is made: the input rows a block of output rows reads are
-   staged into a small per-thread buffer, padded and split into their sw column phases
-   (phase q holds the padded columns q, q + sw, q + 2 sw, ...), so that the taps of RT_VL
-   neighbouring outputs are RT_VL contiguous floats at any stride. A whole block is staged
-   before it is read: a vector load right after the narrow stores that wrote its row would
-   wait for them (no store-to-load forwarding), which made a row-at-a-time ring 3x slower on
-   14 x 14 planes. An output vector then
-   accumulates its R x S taps in registers (rt_dw_row: one summation order per lane whatever
-   the vector width). Threads split the channel planes. */
-#define RT_DW_STAGE 8192      /* floats of a thread's staged rows: at least R of
+   No padded copy of the input is made; threads split the channel planes, and a plane is
+   staged into a small per-thread buffer one of two ways:
+
+   - flat (strides 1 and 2, a plane whose staged phases fit the buffer; at stride 1 only
+     planes of at most RT_DW_FLAT1 floats, where it measured faster): the plane split into
+     its sh x sw phases, each OW columns wide, so that an output plane is one run of vectors
+     over oh * OW + ow (a 7 x 7 plane is 4 vectors, not 7 rows of one);
+   - by rows (any other layer): blocks of input rows, padded and split into their sw column
+     phases, an output row at a time.
+
+   Either way the RT_VL outputs of a vector take their taps as contiguous loads, and every
+   lane sums its R x S taps in the same order (three partial sums, below), so the two paths
+   give the same bits and so does a build of any vector width. */
+#define RT_DW_STAGE 16384     /* floats of a thread's staged rows: at least R of
                                  sw * rt_dw_phase_len each */
 #define RT_DW_TAPS 64         /* at most R * S taps */
+#define RT_DW_MAXS 16         /* at most S window columns on the flat path */
+#ifndef RT_DW_FLAT
+#define RT_DW_FLAT 1          /* 0: every layer by rows (the tests compare the two paths) */
+#endif
+/* Stride-1 planes up to this many staged floats go flat: one thread, MobileNet v1's
+   depthwise layers (docs/benchmarks.md, bench_aot_c, "Depthwise layers flat"): 28 x 28
+   0.089 -> 0.076 ms flat, but 56 x 56 0.130 -> 0.143 and 112 x 112 0.106 -> 0.138, where
+   the whole plane staged at once stays in L1 no longer. */
+#define RT_DW_FLAT1 2048
 /* routines.py dw_fits sizes the staging buffer for vectors of at most 16 lanes */
 typedef char rt_dw_vl_at_most_16[RT_VL <= 16 ? 1 : -1];
 
@@ -139,8 +152,124 @@ RT_INLINE void rt_max_row(const float *restrict in, const int *restrict taps,
     }
 }
 
-/* The plane loop of rt_dwconv_f32 and rt_maxpool_f32 (`max`): stage, then one row at a
-   time. */
+/* floor(a / b) for b > 0 */
+RT_INLINE int rt_dw_floordiv(int a, int b) { return a >= 0 ? a / b : -((b - 1 - a) / b); }
+
+/* The flat path. A plane is staged split into its sh x sw phases (phase (a, b) row i,
+   column j holds input row sh*i + a, column sw*j + b; at stride 1 the one phase is the plane
+   itself), each OW columns wide (sw * OW >= W: they hold all its input columns) with
+   `fill` around and past the input, so that tap (r, s) of output q = oh*OW + ow lies at
+   q + dr*OW + ds of one phase, where r - pt = sh*dr + a and s - pl = sw*ds + b. A lane
+   whose ow + ds leaves 0 .. OW - 1 would read the row before or after: it takes `fill`
+   instead (a lane mask). The fill is written once per call and never overwritten: a plane
+   writes the same rows and columns as the one before. */
+typedef struct {
+    int front;         /* floats before a phase's row 0: what dr < 0 and ds < 0 reach */
+    int rows;          /* phase rows staged: 0 .. OH - 1 + max dr */
+    int len;           /* floats of one phase: front, rows, then what the last vector's
+                          lanes past the plane and the furthest tap reach */
+} rt_dw_flat_t;
+
+RT_INLINE rt_dw_flat_t rt_dw_flat(int pt, int pl, int R, int S, int sh, int sw, int OH,
+                                  int OW)
+{
+    rt_dw_flat_t f;
+    int drmin = rt_dw_floordiv(-pt, sh), dsmin = rt_dw_floordiv(-pl, sw);
+    int drmax = rt_dw_floordiv(R - 1 - pt, sh), dsmax = rt_dw_floordiv(S - 1 - pl, sw);
+    f.front = -drmin * OW - dsmin;
+    if (f.front < 0) f.front = 0;
+    f.rows = OH + (drmax > 0 ? drmax : 0);
+    f.len = f.front + f.rows * OW + (dsmax > 0 ? dsmax : 0) + RT_VL;
+    return f;
+}
+
+/* Phase rows 0 .. f.rows - 1 of plane xp into the staged phases (their fill is already in
+   place and is never overwritten). */
+RT_INLINE void rt_dw_flat_stage(const float *restrict xp, float *restrict stage, rt_dw_flat_t f,
+                                int H, int W, int sh, int sw, int OW)
+{
+    int a, i, j;
+    if (sh == 1 && sw == 1 && OW == W) {      /* the plane itself, one copy */
+        ptrdiff_t n = (ptrdiff_t)(H < f.rows ? H : f.rows) * W, k;
+        float *d = stage + f.front;
+        for (k = 0; k + RT_VL <= n; k += RT_VL) rt_vstore(d + k, rt_vload(xp + k));
+        for (; k < n; k++) d[k] = xp[k];
+        return;
+    }
+    for (a = 0; a < sh; a++)
+        for (i = 0; i < f.rows && sh * i + a < H; i++) {
+            const float *xr = xp + (ptrdiff_t)(sh * i + a) * W;
+            float *d0 = stage + (ptrdiff_t)a * sw * f.len + f.front + (ptrdiff_t)i * OW;
+            if (sw == 1) {
+                int n = W < OW ? W : OW;
+                for (j = 0; j + RT_VL <= n; j += RT_VL) rt_vstore(d0 + j, rt_vload(xr + j));
+                for (; j < n; j++) d0[j] = xr[j];
+            } else {                          /* sw == 2: even columns to phase b = 0 */
+                float *d1 = d0 + f.len;
+                int n0 = (W + 1) / 2 < OW ? (W + 1) / 2 : OW, n1 = W / 2 < OW ? W / 2 : OW;
+                for (j = 0; 2 * j + 2 * RT_VL <= W && j + RT_VL <= n1; j += RT_VL) {
+                    rt_vf u = rt_vload(xr + 2 * j), v = rt_vload(xr + 2 * j + RT_VL);
+                    rt_vstore(d0 + j, rt_veven(u, v));
+                    rt_vstore(d1 + j, rt_vodd(u, v));
+                }
+                for (; j < n1; j++) {
+                    d0[j] = xr[2 * j];
+                    d1[j] = xr[2 * j + 1];
+                }
+                for (; j < n0; j++) d0[j] = xr[2 * j];
+            }
+        }
+}
+
+/* One plane's outputs, RT_VL lanes q0 .. q0 + RT_VL - 1 at a time. toff[t]: where tap t of
+   output 0 lies in the stage; ds[s]: window column s's ds; lanes: ow of lanes 0 ..
+   RT_VL - 1, RT_VL % OW and OW in every lane. */
+RT_INLINE void rt_dw_flat_plane(const float *restrict stage, rt_dw_flat_t f,
+                                const int *restrict toff, const int *restrict ds,
+                                const float *restrict wc, float b, const float *restrict res,
+                                float *restrict y, int R, int S, int OH, int OW,
+                                const rt_vi *lanes, int act, float lo, float hi, float fill,
+                                int max)
+{
+    RT_ALIGN64 float out[RT_VL];
+    int P = OH * OW, q0, r, s, t, l;
+    rt_vi ow = lanes[0], step = lanes[1], vOW = lanes[2];
+    rt_vf vfill = rt_vbcast(fill);
+    for (q0 = 0; q0 < P; q0 += RT_VL) {
+        rt_vf acc[3], v;
+        rt_vi outside[RT_DW_MAXS];
+        const float *in = stage + f.front + q0;
+        for (s = 0; s < S; s++) outside[s] = rt_vi_outside(ow, ds[s], vOW);
+        if (max) acc[0] = rt_vbcast(-INFINITY);
+        else acc[0] = rt_vbcast(b), acc[1] = rt_vbcast(0.0f), acc[2] = rt_vbcast(0.0f);
+        for (r = 0, t = 0; r < R; r++)
+            for (s = 0; s < S; s++, t++) {
+                v = rt_vload(in + toff[t]);
+                if (ds[s]) v = rt_vsel(outside[s], v, vfill);
+                if (max) acc[0] = rt_vmax(acc[0], v);
+                /* rt_dw_row's partial sums: taps t, t + 3, ... into one (its tail taps
+                   past the last whole three into the first) */
+                else acc[t < R * S / 3 * 3 ? t % 3 : 0] =
+                        rt_vfma(acc[t < R * S / 3 * 3 ? t % 3 : 0], v, wc[t]);
+            }
+        if (!max) acc[0] = rt_vadd(rt_vadd(acc[0], acc[1]), acc[2]);
+        ow = rt_vi_step(ow, step, vOW);
+        if (q0 + RT_VL <= P) {
+            if (res) acc[0] = rt_vadd(acc[0], rt_vload(res + q0));
+            rt_vstore(y + q0, max ? acc[0] : rt_vact(acc[0], act, lo, hi));
+            continue;
+        }
+        rt_vstore(out, acc[0]);      /* the plane's last, partial vector */
+        for (l = 0; l < P - q0; l++) {
+            float v = out[l];
+            if (res) v = v + res[q0 + l];
+            y[q0 + l] = max ? v : rt_act(v, act, lo, hi);
+        }
+    }
+}
+
+/* The plane loop of rt_dwconv_f32 and rt_maxpool_f32 (`max`): each plane staged, then
+   flat or by rows. */
 RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
                              const float *restrict bias, const float *restrict res,
                              float *restrict y, int N, int C, int H, int W, int pt, int pl,
@@ -149,22 +278,64 @@ RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
 {
     int len = rt_dw_phase_len(OW, S, sw), row = sw * rt_dw_phase_len(OW, S, sw);
     int block = (RT_DW_STAGE / row - R) / sh + 1;   /* output rows per staged block */
-    int p;
-    RT_PARALLEL_FOR
+    rt_dw_flat_t flat = rt_dw_flat(pt, pl, R, S, sh, sw, OH, OW);
+    ptrdiff_t staged = (ptrdiff_t)flat.len * sh * sw;
+    /* sw * OW >= W: a phase's OW columns hold all its input columns, so that a lane whose
+       ow + ds leaves them reads padding (the lane mask's fill) */
+    int use_flat = RT_DW_FLAT && sh <= 2 && sw <= 2 && S <= RT_DW_MAXS && sw * OW >= W &&
+                   staged <= (sh * sw == 1 ? RT_DW_FLAT1 : RT_DW_STAGE);
+    float fill = max ? -INFINITY : 0.0f;
+#ifdef _OPENMP
+#pragma omp parallel
+#endif
+    {
+    RT_ALIGN64 float stage[RT_DW_STAGE];
+    int taps[RT_DW_TAPS], ds[RT_DW_MAXS];
+    RT_ALIGN64 int32_t lane[3][RT_VL];
+    rt_vi lanes[3];
+    int p, r, s, k;
+    if (use_flat) {
+        for (k = 0; k < RT_VL; k++) {
+            lane[0][k] = k % OW;
+            lane[1][k] = RT_VL % OW;
+            lane[2][k] = OW;
+        }
+        for (k = 0; k < 3; k++) lanes[k] = rt_viload(lane[k]);
+        for (k = 0; k < staged; k++) stage[k] = fill;
+        for (s = 0; s < S; s++) ds[s] = rt_dw_floordiv(s - pl, sw);
+        for (r = 0; r < R; r++)
+            for (s = 0; s < S; s++) {
+                int dr = rt_dw_floordiv(r - pt, sh), a = r - pt - sh * dr;
+                int phase = a * sw + (s - pl - sw * ds[s]);
+                taps[r * S + s] = phase * flat.len + dr * OW + ds[s];
+            }
+    } else
+        for (r = 0; r < R; r++)
+            for (s = 0; s < S; s++) taps[r * S + s] = r * row + (s % sw) * len + s / sw;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
     for (p = 0; p < N * C; p++) {
-        RT_ALIGN64 float stage[RT_DW_STAGE];
-        int taps[RT_DW_TAPS];
-        int c = p % C, oh0, oh, i, r, s;
+        int c = p % C, oh0, oh, i;
         const float *xp = x + (ptrdiff_t)p * H * W;
         const float *wc = max ? 0 : w + (ptrdiff_t)c * R * S;
         float b = bias ? bias[c] : 0.0f;
-        for (r = 0; r < R; r++)
-            for (s = 0; s < S; s++) taps[r * S + s] = r * row + (s % sw) * len + s / sw;
+        if (use_flat) {
+            ptrdiff_t o = (ptrdiff_t)p * OH * OW;
+            rt_dw_flat_stage(xp, stage, flat, H, W, sh, sw, OW);
+            if (!max && R == 3 && S == 3)
+                rt_dw_flat_plane(stage, flat, taps, ds, wc, b, res ? res + o : 0, y + o, 3,
+                                 3, OH, OW, lanes, act, lo, hi, fill, 0);
+            else
+                rt_dw_flat_plane(stage, flat, taps, ds, wc, b, res ? res + o : 0, y + o, R,
+                                 S, OH, OW, lanes, act, lo, hi, fill, max);
+            continue;
+        }
         for (oh0 = 0; oh0 < OH; oh0 += block) {
             int rows = OH - oh0 < block ? OH - oh0 : block;
             for (i = 0; i < (rows - 1) * sh + R; i++)
                 rt_dw_stage_row(xp, stage + i * row, oh0 * sh - pt + i, H, W, pl, sw, len,
-                                max ? -INFINITY : 0.0f);
+                                fill);
             for (oh = oh0; oh < oh0 + rows; oh++) {
                 ptrdiff_t o = ((ptrdiff_t)p * OH + oh) * OW, room = (ptrdiff_t)(OH - oh) * OW;
                 const float *in = stage + (oh - oh0) * sh * row;
@@ -178,6 +349,7 @@ RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
                               act, lo, hi);
             }
         }
+    }
     }
 }
 
