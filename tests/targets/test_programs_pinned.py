@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        '000829b70c58cd05df8eddcf714337b17cda52bcd0ff4e5798d8077b2c3baa11',
+        '098f2e24912315a9da4623e596ecbfd1235260fcf7bf541825811012bc66decc',
     ('resnet18', 'c:buffered'):
         '702f9962341f1cb61c931c82eb67b217806e905c31b252e451e98033aaddf890',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        'cc8b1d8e0823c740927a8fc2ac2ca3889857528b71836ab6aac853ec8373a3f4',
+        'd4735e93a406e346c72d86853ab87f8b8b004625683eb507851aae31fa51fbef',
     ('mobilenet_v1', 'c:buffered'):
         '4ce6ce5aa8ed6555ce4f31544519fe195898deddca84d5a8b026f880b9e10ecc',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '9903dd7dd05a6cfaf4d0699b7acedcc69099f36b09f2bacd62630680987f3658',
+        '2b58adcb65531a7642d2145ae1c51ea08048240d53a1043d40e2cbd14c43e5bc',
     ('mobilenet_v2', 'c:buffered'):
         '45d5b8151e7e11c46b516d2b1c442818d9c70a128dedf3451d284c9e1821e16f',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '1a10e21e9b29562ac959ae906b47bd2a5a612c7c85f665ee45fd56afc8961dc7',
+        '3a27a3230f9e2ffcb2d37425a62efb62529289e7a3bde3aaedf5409594310a10',
     ('googlenet', 'c:buffered'):
         '3cb0b28a8510ce77222d017add1aad8e15ea2e31dc7678c0e62a58d2fc943279',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '0c0ecfcf019aef3e18be04d5ed0eb69f9f1a3ba74dec75a056d04dd71c082c12',
+        '44112a2bf2ac3b34f0aa750b84524801022e87ea493ecb704b1ad216744bc0de',
     ('squeezenet', 'c:buffered'):
         '49a556c6f0d01a35291d0b1879ac39719f19a1da33ccc673eaa1f29c578543ba',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '12322cc678010ea7a6504e8fc7402850ed75e85894df987ce773e708aa6d5b04',
+        '52cf553526900274ddc0205e40ff47933c0f93e20be5d26a4244e2c5fa0ceac7',
     ('unet', 'c:buffered'):
         'f0c0d285afb8d179e0c72f0d732a4f581d4f7d1a2bdaa7ce87ffa7d29fa85172',
     ('unet', 'c:naive'):
@@ -203,7 +203,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'sunway'):
         '0744dbc45334285c7b67f464a268ecb1510d1a75d2555f84ceee3432f2f56ec3',
     ('vit', 'c'):
-        'c236ba7971d1068edbc602bee9a85802cf5e754c367b4273ee1447c2956859fd',
+        '1a6f790de71044b7ca572f9af42006db3c834675d9180ebd41fe4e26bc80cc7c',
     ('vit', 'c:buffered'):
         '68aeb8b6344736c4c1e6063b327dcdc4b991847c8fef20ce2eab7dbc08ba1397',
 }

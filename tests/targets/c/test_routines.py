@@ -171,21 +171,30 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
 
 
 def test_every_build_of_the_routines_gives_the_same_bits():
-    """No contraction and one summation order per lane: the portable, generic-vector and
-    native (AVX-512 here) builds agree bit for bit, so an artifact rebuilt elsewhere computes
-    what it did."""
+    """One summation order per lane: builds with the same RT_FMA agree bit for bit, whatever
+    their vectors (portable, generic 8-lane, native AVX-512 here), so an artifact rebuilt
+    elsewhere with FMA as it had computes what it did; the fused build (on an FMA machine)
+    differs from the unfused ones only by rounding."""
     graph = import_model(_layers_model())
     x = _inputs(graph)
-    outs = []
-    for cflags in BUILDS.values():
+    unfused = [BUILDS["vector"], BUILDS["portable"], BUILDS["native"] + " -DRT_FMA=0",
+               BUILDS["native"] + " -DRT_PORTABLE -DRT_FMA=0"]
+    fused = [BUILDS["native"], BUILDS["native"] + " -DRT_PORTABLE"]   # FMA if the CPU has it
+    outs = {}
+    for cflags in unfused + fused:
         module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": False})
         try:
-            outs.append(module.run(x))
+            outs[cflags] = module.run(x)
         finally:
             module.close()
-    for other in outs[1:]:
-        for k in outs[0]:
-            np.testing.assert_array_equal(other[k], outs[0][k], err_msg=k)
+    for group in (unfused, fused):
+        for cflags in group[1:]:
+            for k in outs[group[0]]:
+                np.testing.assert_array_equal(outs[cflags][k], outs[group[0]][k],
+                                              err_msg=f"{k}: {cflags} against {group[0]}")
+    for k in outs[unfused[0]]:
+        np.testing.assert_allclose(outs[fused[0]][k], outs[unfused[0]][k], rtol=1e-5,
+                                   atol=1e-5, err_msg=k)
 
 
 def _depthwise_model(seed: int) -> onnx.ModelProto:
@@ -446,13 +455,16 @@ def _pointwise_in_order(layer: dict, x: dict) -> np.ndarray:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pointwise_routine_is_its_in_order_sum_across_chunks(seed):
     """rt_pointwise_f32 on random 1x1 layers, several wider than one chunk of its panel, equals
-    the float32 loop of _pointwise_in_order bit for bit in every build and on two threads:
-    the partial sums kept between chunks change nothing, no chunk, tail or lane is lost."""
+    the float32 loop of _pointwise_in_order bit for bit in every unfused build and on two
+    threads: the partial sums kept between chunks change nothing, no chunk, tail or lane is
+    lost."""
     model, layers = _pointwise_model(seed)
     graph = import_model(model)
     x = _inputs(graph)
     want = {layer["y"]: _pointwise_in_order(layer, x) for layer in layers}
-    builds = [(cflags, False) for cflags in BUILDS.values()] + [(BUILDS["native"], True)]
+    # unfused (RT_FMA=0): _pointwise_in_order rounds each product, then each sum
+    builds = [(cflags + " -DRT_FMA=0", False) for cflags in BUILDS.values()] + \
+        [(BUILDS["native"] + " -DRT_FMA=0", True)]
     for cflags, openmp in builds:
         module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": openmp})
         try:

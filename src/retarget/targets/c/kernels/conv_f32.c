@@ -5,21 +5,29 @@
                            + res[n, k, oh, ow])
 
    The weights are packed once at build time into blocks of RT_KB output channels, the block
-   innermost: wp[ceil(K/RT_KB)][C][R][S][RT_KB], zero past K. A register tile is RT_KB output
-   channels (RT_KB/RT_VL vectors) by T <= RT_TMAX output positions: each step loads the next
-   RT_KB weights (contiguous) and broadcasts one input value per position, so the T x RT_KB
-   accumulators stay in registers for the whole reduction. A tile's positions run along the
-   flattened OH x OW map (each position's input window at its own offset `off`), so that on
-   narrow maps (7 or 14 columns) tiles do not stop at the end of a row with a few columns
-   left: 49 positions are 4 tiles of 12 and one of 1, not 7 tiles of 7. Tiles are spread
-   over threads by (channel block, tile). A dense layer is the case H = W = R = S = 1. */
+   innermost: wp[ceil(K/RT_KB)][C][R][S][RT_KB], zero past K. A register tile is RT_KT output
+   channels (RT_NV vectors) of a block by T <= RT_TMAX output positions: each step loads the
+   tile's next RT_KT weights (contiguous) and broadcasts one input value per position, so the
+   T x RT_NV accumulators stay in registers for the whole reduction. A tile's positions run
+   along the flattened OH x OW map (each position's input window at its own offset `off`), so
+   that on narrow maps (7 or 14 columns) tiles do not stop at the end of a row with a few
+   columns left: 49 positions are 4 tiles of 12 and one of 1, not 7 tiles of 7. Tiles are
+   spread over threads by (channel block, tile). A dense layer is the case H = W = R = S = 1. */
 #define RT_KB 32
+/* A tile is RT_NV vectors of channels by up to RT_TMAX positions: 2 x 12 = 24 accumulators
+   of AVX-512's 32 registers; with 8-lane vectors (AVX2's 16 registers) 2 x 6 = 12, a block
+   of 32 channels being two tiles side by side. (The 4 x 3 tile used there before, 12
+   accumulators and 4 weight vectors, left no register for the broadcast: ResNet-18 built
+   with -march=haswell spent 59.8 ms in rt_conv_f32 with it, 31.5 ms with 2 x 6, one thread
+   on the AVX-512 machine of docs/benchmarks.md.) */
+#define RT_NV 2
 #if RT_VL >= 16
 #define RT_TMAX 12
 #else
-#define RT_TMAX 3
+#define RT_TMAX 6
 #endif
-#define RT_NV (RT_KB / RT_VL)
+#define RT_KT (RT_NV * RT_VL)         /* channels of a tile */
+typedef char rt_conv_tiles_fill_a_block[RT_KB % RT_KT == 0 ? 1 : -1];
 
 RT_INLINE void
 rt_conv_f32_tile(const float *restrict x, const ptrdiff_t *restrict off,
@@ -71,21 +79,23 @@ static void rt_conv_f32(const float *restrict x, const float *restrict wp,
                 ptrdiff_t off[RT_TMAX];
                 const float *wb = wp + (ptrdiff_t)kb * C * R * S * RT_KB;
                 int p0 = t * RT_TMAX, T = P - p0 < RT_TMAX ? P - p0 : RT_TMAX;
-                int oh = p0 / OW, ow = p0 % OW, l, j;
+                int oh = p0 / OW, ow = p0 % OW, l, j, k0;
                 for (j = 0; j < T; j++) {     /* where each position's window starts */
                     off[j] = (ptrdiff_t)oh * sh * Wp + (ptrdiff_t)ow * sw;
                     if (++ow == OW) { ow = 0; oh++; }
                 }
-                switch (T) {   /* a constant T per case: the tile's loops unroll */
-#define RT_CONV_CASE(t) case t: rt_conv_f32_tile(xn, off, wb, tile, C, (ptrdiff_t)Hp * Wp, Wp, R, S, t); break;
-                RT_CONV_CASE(1) RT_CONV_CASE(2) RT_CONV_CASE(3)
-#if RT_TMAX > 3
-                RT_CONV_CASE(4) RT_CONV_CASE(5) RT_CONV_CASE(6) RT_CONV_CASE(7)
-                RT_CONV_CASE(8) RT_CONV_CASE(9) RT_CONV_CASE(10) RT_CONV_CASE(11)
-                RT_CONV_CASE(12)
+                for (k0 = 0; k0 < RT_KB && kb * RT_KB + k0 < K; k0 += RT_KT)
+                    switch (T) {   /* a constant T per case: the tile's loops unroll */
+#define RT_CONV_CASE(t) case t: rt_conv_f32_tile(xn, off, wb + k0, tile + k0, C, \
+                                                 (ptrdiff_t)Hp * Wp, Wp, R, S, t); break;
+                    RT_CONV_CASE(1) RT_CONV_CASE(2) RT_CONV_CASE(3) RT_CONV_CASE(4)
+                    RT_CONV_CASE(5) RT_CONV_CASE(6)
+#if RT_TMAX > 6
+                    RT_CONV_CASE(7) RT_CONV_CASE(8) RT_CONV_CASE(9) RT_CONV_CASE(10)
+                    RT_CONV_CASE(11) RT_CONV_CASE(12)
 #endif
 #undef RT_CONV_CASE
-                }
+                    }
                 for (l = 0; l < RT_KB && kb * RT_KB + l < K; l++) {
                     int k = kb * RT_KB + l;
                     ptrdiff_t o = (ptrdiff_t)k * P + p0;

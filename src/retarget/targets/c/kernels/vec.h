@@ -3,10 +3,24 @@
    extensions (__attribute__((vector_size))): -march=native turns them into AVX-512, AVX2 or
    NEON code with no intrinsics. -DRT_PORTABLE (or another compiler) gives plain C99 arrays
    and loops with the same meaning: the portable build. */
-/* No floating-point contraction here (GCC's -std=c99 default): a * b + c is two roundings,
-   so the vector, native and portable builds give bit-identical results (every lane sums its
-   terms in the same order whatever the vector width), and an artifact rebuilt with other
-   flags on another machine computes exactly what it did. */
+/* Every lane sums its terms in the same order whatever the vector width. The one
+   multiply-add, rt_vfma, is fused (one rounding) where the build targets x86 FMA hardware
+   (__FMA__: AVX2-era and later CPUs) and RT_FMA is not set to 0, in the vector build
+   (AVX-512 or AVX2 intrinsics) and the portable one (C99 fmaf) alike; elsewhere it is a
+   multiply then an add (GCC's -std=c99 keeps contraction off everywhere else). So builds
+   with the same RT_FMA give bit-identical results, and a build with and one without FMA
+   agree to rounding (docs/aot-c.md, "Vectors"). Without the fused form, a CPU whose adds
+   and multiplies share the FMA ports (Intel's) runs the routines at half its peak. */
+#ifndef RT_FMA
+#  if defined(__FMA__)
+#    define RT_FMA 1
+#  else
+#    define RT_FMA 0
+#  endif
+#endif
+#if RT_FMA && !defined(RT_PORTABLE) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 #if defined(__GNUC__) || defined(__clang__)
 #define RT_INLINE static inline __attribute__((always_inline))
@@ -38,7 +52,11 @@ static inline rt_vf rt_vload(const float *p) { rt_vf r; memcpy(r.v, p, sizeof r.
 static inline void rt_vstore(float *p, rt_vf a) { memcpy(p, a.v, sizeof a.v); }
 static inline rt_vf rt_vbcast(float x) { rt_vf r; int l; for (l = 0; l < RT_VL; l++) r.v[l] = x; return r; }
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
+#if RT_FMA
+{ int l; for (l = 0; l < RT_VL; l++) acc.v[l] = fmaf(a.v[l], b, acc.v[l]); return acc; }
+#else
 { int l; for (l = 0; l < RT_VL; l++) acc.v[l] += a.v[l] * b; return acc; }
+#endif
 typedef struct { int32_t v[RT_VL]; } rt_vi;
 static inline rt_vi rt_viload(const int32_t *p) { rt_vi r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void rt_vistore(int32_t *p, rt_vi a) { memcpy(p, a.v, sizeof a.v); }
@@ -55,7 +73,17 @@ typedef float rt_vf __attribute__((vector_size(RT_VL * 4), aligned(4)));
 static inline rt_vf rt_vload(const float *p) { return *(const rt_vf *)p; }
 static inline void rt_vstore(float *p, rt_vf a) { *(rt_vf *)p = a; }
 static inline rt_vf rt_vbcast(float x) { return (rt_vf){0} + x; }
+#if RT_FMA && RT_VL == 16 && defined(__AVX512F__)
+static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
+{ return (rt_vf)_mm512_fmadd_ps((__m512)a, _mm512_set1_ps(b), (__m512)acc); }
+#elif RT_FMA && RT_VL == 8 && defined(__AVX__)
+static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
+{ return (rt_vf)_mm256_fmadd_ps((__m256)a, _mm256_set1_ps(b), (__m256)acc); }
+#elif RT_FMA
+#error "RT_FMA=1 needs AVX2-era FMA (x86) for these vectors; build with -DRT_FMA=0"
+#else
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b) { return acc + a * b; }
+#endif
 typedef int32_t rt_vi __attribute__((vector_size(RT_VL * 4), aligned(4)));
 static inline rt_vi rt_viload(const int32_t *p) { return *(const rt_vi *)p; }
 static inline void rt_vistore(int32_t *p, rt_vi a) { *(rt_vi *)p = a; }
