@@ -100,6 +100,12 @@ class Executor:
         self.last_dev: dict[tuple[str, int], int] = {}
         self.made_on: dict[int, str] = {}
         self.host_readers: set[int] = {id(v) for v in self.module.graph.outputs}
+        # the constants a run puts on the host: those the CPU regions' nodes read and
+        # constant graph outputs (an offloaded region's kernel holds its own)
+        cpu_reads = {id(v) for r in self.module.regions if r.target == CPU
+                     for n in r.nodes for v in n.inputs if v is not None}
+        self.host_constants = [v for v in self.module.graph.constants()
+                               if id(v) in cpu_reads or id(v) in self.host_readers]
         for k, r in enumerate(self.module.regions):
             for v in r.inputs:
                 if r.target == CPU:
@@ -115,7 +121,7 @@ class Executor:
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         graph = self.module.graph
         host: dict[Value, np.ndarray] = check_inputs(graph, inputs)
-        for v in graph.constants():
+        for v in self.host_constants:
             host[v] = v.const
         dev: dict[str, dict[Value, int]] = {name: {} for name in self.devices}
         keep = {id(v) for v in graph.outputs}

@@ -196,8 +196,8 @@ RT_INLINE void rt_dw_flat_stage(const float *restrict xp, float *restrict stage,
         for (; k < n; k++) d[k] = xp[k];
         return;
     }
-    for (a = 0; a < sh; a++)
-        for (i = 0; i < f.rows && sh * i + a < H; i++) {
+    for (i = 0; i < f.rows; i++)         /* the input rows in order: one stream */
+        for (a = 0; a < sh && sh * i + a < H; a++) {
             const float *xr = xp + (ptrdiff_t)(sh * i + a) * W;
             float *d0 = stage + (ptrdiff_t)a * sw * f.len + f.front + (ptrdiff_t)i * OW;
             if (sw == 1) {
