@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        '098f2e24912315a9da4623e596ecbfd1235260fcf7bf541825811012bc66decc',
+        '934a8f8d525829820e79464b15cb7f166658645d1759c30eec142927596b2e32',
     ('resnet18', 'c:buffered'):
         '702f9962341f1cb61c931c82eb67b217806e905c31b252e451e98033aaddf890',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        'd4735e93a406e346c72d86853ab87f8b8b004625683eb507851aae31fa51fbef',
+        '2abec18b1dbd60a799636bdcdf990be66511be5dd41dac4c7c7bb106a779e1d0',
     ('mobilenet_v1', 'c:buffered'):
         '4ce6ce5aa8ed6555ce4f31544519fe195898deddca84d5a8b026f880b9e10ecc',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '2b58adcb65531a7642d2145ae1c51ea08048240d53a1043d40e2cbd14c43e5bc',
+        '4c934c9ec162e3ca3c99316fea0b27851442918fd24f010caf0b4de7b0f8890f',
     ('mobilenet_v2', 'c:buffered'):
         '45d5b8151e7e11c46b516d2b1c442818d9c70a128dedf3451d284c9e1821e16f',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '3a27a3230f9e2ffcb2d37425a62efb62529289e7a3bde3aaedf5409594310a10',
+        'ac2d441b924f69824ed6734313d70016147402b894259063a3cb97290b653b3a',
     ('googlenet', 'c:buffered'):
         '3cb0b28a8510ce77222d017add1aad8e15ea2e31dc7678c0e62a58d2fc943279',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '44112a2bf2ac3b34f0aa750b84524801022e87ea493ecb704b1ad216744bc0de',
+        '5f60d6099379c8f2a0f3624cd4c3397e933f49982a38bf0366deed706054d87e',
     ('squeezenet', 'c:buffered'):
         '49a556c6f0d01a35291d0b1879ac39719f19a1da33ccc673eaa1f29c578543ba',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '52cf553526900274ddc0205e40ff47933c0f93e20be5d26a4244e2c5fa0ceac7',
+        '5117bde7b833488b0652b8c6aa48d62708b056ef5e4145d9a7a4c26622f85cbc',
     ('unet', 'c:buffered'):
         'f0c0d285afb8d179e0c72f0d732a4f581d4f7d1a2bdaa7ce87ffa7d29fa85172',
     ('unet', 'c:naive'):

@@ -59,7 +59,7 @@ def _layers_model() -> onnx.ModelProto:
         outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
 
     # 3x3, K = 40 (a full block of 32 and a partial one), OW = 13 (a tile of 12 and one of 1)
-    nodes.append(helper.make_node("Conv", [inp("xa", [1, 3, 13, 13]), const("wa", [40, 3, 3, 3]),
+    nodes.append(helper.make_node("Conv", [inp("xa", [1, 4, 13, 13]), const("wa", [40, 4, 3, 3]),
                                            const("ba", [40])], ["ca"], pads=[1, 1, 1, 1]))
     nodes.append(helper.make_node("Relu", ["ca"], ["ya"]))
     out("ya")
@@ -90,6 +90,22 @@ def _layers_model() -> onnx.ModelProto:
                                            const("wj", [14, _POINTWISE_CHUNK + 1, 1, 1])],
                                   ["yj"]))
     out("yj")
+    # im2col panels on rt_pointwise_f32 (C R S <= 32), their Pads inside: a 3 x 5 window at
+    # strides (2, 1) with asymmetric pads, a residual add and Clip; a 3 x 3 at stride 2 on
+    # rows long enough for whole vectors (70 columns), and one at stride 1 (40 columns)
+    nodes.append(helper.make_node("Conv", [inp("xm", [1, 2, 9, 11]), const("wm", [13, 2, 3, 5]),
+                                           const("bm", [13])], ["cm"], pads=[2, 1, 0, 3],
+                                  strides=[2, 1]))
+    nodes.append(helper.make_node("Add", ["cm", inp("rm", [1, 13, 5, 11])], ["sm"]))
+    nodes.append(helper.make_node("Clip", ["sm", "lo", "hi"], ["ym"]))
+    out("ym")
+    nodes.append(helper.make_node("Conv", [inp("xn", [1, 3, 9, 70]), const("wn", [26, 3, 3, 3])],
+                                  ["yn"], pads=[1, 1, 1, 1], strides=[2, 2]))
+    out("yn")
+    nodes.append(helper.make_node("Conv", [inp("xo", [1, 3, 6, 40]), const("wo", [5, 3, 3, 3]),
+                                           const("bo", [5])], ["co"], pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", ["co"], ["yo"]))
+    out("yo")
     # a residual block's join: two convs into one Add + ReLU; the first fuses them, the
     # second still runs as a routine
     nodes.append(helper.make_node("Conv", [inp("xk", [1, 3, 4, 4]), const("wk", [8, 3, 1, 1])],
@@ -136,7 +152,12 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         assert all(p.placement == "c" for p in module.report.nodes)
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
-        assert used.count("rt_pointwise_f32") == 5 and used.count("rt_conv_f32") == 6, used
+        assert used.count("rt_pointwise_f32") == 8 and used.count("rt_conv_f32") == 6, used
+        # the im2col layers' Pads were folded into their calls; rt_conv_f32's stay
+        pads = [c.routine.name if c.routine else None for c in calls
+                if c.node.startswith("Pad")]
+        assert sorted(pads, key=str) == [None] * 3 + ["rt_dwconv_f32"] + \
+            ["rt_pointwise_f32"] * 3, [c.node for c in calls]
         assert used.count("rt_dwconv_f32") == 1, used
         # the epilogues were fused: no Relu, Add or Clip call is left
         assert not [c.node for c in calls if c.routine is None and "Conv" not in c.node
@@ -159,7 +180,7 @@ def test_the_loop_nest_of_a_fused_call_is_what_the_nodes_compute():
     consts = {v.name: v.const for n in graph.nodes for v in n.inputs
               if v is not None and v.is_const}
     groups = plan_routines(region)
-    assert len(groups) == 12
+    assert len(groups) == 15
     for g in groups:
         k = g.scheduled.kernel         # a depthwise layer reads its weights unpacked
         arrays = {p.name: p.apply(consts[p.source]) for p in g.scheduled.relayouts}

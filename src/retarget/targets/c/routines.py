@@ -15,10 +15,13 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
     rt_conv_f32       packed wp[ceil(K/32)][C][R][S][32]: vectors along output channels,
                       one input value broadcast per output position, a tile's positions
                       along the flattened output map (any R, S, stride)
-    rt_pointwise_f32  packed wp[ceil(K/12)][C][12]: a 1x1 layer (any stride, any number
-                      of inputs) as Y = W X, the vectors along the output positions
+    rt_pointwise_f32  packed wp[ceil(K/12)][C][R][S][12]: a 1x1 layer (any stride, any
+                      number of inputs) as Y = W X, the vectors along the output positions
                       (contiguous in NCHW), over a per-thread panel of the inputs of a
-                      group of positions, the channels reduced in chunks the panel holds
+                      group of positions, the channels reduced in chunks the panel holds;
+                      also a layer of few input taps (C R S <= IM2COL_ROWS: a network's
+                      first conv on an RGB image), its panel the im2col rows, the zero Pad
+                      before it done inside
     rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
                       the zero Pad the explicit-padding pass put before it done inside
                       (no padded copy): vectors along the output columns
@@ -71,7 +74,8 @@ ROUTINES = {
     "rt_conv_f32": RoutineSpec("rt_conv_f32", "conv_f32.c", 32,
                                ("N", "C", "Hp", "Wp", "K", "R", "S", "sh", "sw", "OH", "OW")),
     "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 12,
-                                    ("N", "C", "H", "W", "sh", "sw", "K", "OH", "OW")),
+                                    ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw",
+                                     "K", "OH", "OW")),
     "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
                                  ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
                                   "OW")),
@@ -113,8 +117,8 @@ class Layer:
     OH: int
     OW: int
     depthwise: bool = False     # group = C = K: one R x S filter per channel, w [C, 1, R, S]
-    # a depthwise layer's zero Pad done by the routine: `x` is then the Pad's input, Hp x Wp
-    # its padded extent, pt / pl the rows above / columns left of it
+    # a zero Pad done by the routine (depthwise and im2col layers): `x` is then the Pad's
+    # input, Hp x Wp its padded extent, pt / pl the rows above / columns left of it
     pad: Node | None = None
     pt: int = 0
     pl: int = 0
@@ -198,10 +202,10 @@ def _zero_spatial_pad(node: Node | None) -> tuple[int, int] | None:
 
 def _with_pad(layer: Layer, producers: dict[str, Node], consumers,
               region_outputs: set[str]) -> Layer:
-    """A depthwise `layer` with the zero Pad before it folded in (when nothing else reads the
-    padded tensor), else `layer`."""
+    """A depthwise or im2col `layer` with the zero Pad before it folded in (when nothing
+    else reads the padded tensor), else `layer`."""
     pad = producers.get(layer.x.name)
-    amounts = _zero_spatial_pad(pad) if layer.depthwise else None
+    amounts = _zero_spatial_pad(pad) if layer.depthwise or _im2col(layer) else None
     if amounts is None or _sole_reader(layer.x, consumers, region_outputs) is not layer.node \
             or not _float32(pad.inputs[0]):
         return layer
@@ -319,12 +323,12 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
             continue
         extent = block if kb == "kb" else tail
         k = aff("kb") * block + aff("ki") if kb == "kb" else aff("ki") + base
+        fill = 0.0 if L.pad is not None else None      # a folded Pad: zero outside x
         if L.depthwise:    # channel kb reads its own input channel and filter
-            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")],
-                                    0.0 if L.pad is not None else None),
+            term = Binary("*", Load(x[xi("n", "kb", "oh", "ow", "r", "s")], fill),
                           Load(wp[("kb", 0, "r", "s")]))
         else:
-            term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")]),
+            term = Binary("*", Load(x[xi("n", "c", "oh", "ow", "r", "s")], fill),
                           Load(wp[(kb, "c") + ((0, 0) if L.dense else ("r", "s")) + ("ki",)]))
         stmt = Store(y[yi("n", k, "oh", "ow")], term, "+")
         axes = [("n", L.N)] + ([("kb", count)] if kb == "kb" else []) + [("ki", extent)]
@@ -353,13 +357,29 @@ def carrier(layer: Layer, packed: BlockPacking, ep: Epilogue, out: Value, block:
 
 
 def _pointwise(L: Layer) -> bool:
-    """Whether rt_pointwise_f32 runs the layer: every 1x1 conv. Measured per call on the 1x1
-    layers of MobileNet v1 and ResNet-50, its panel GEMM is as fast as rt_conv_f32 or
-    faster on each, most at few channels or many positions, where rt_conv_f32's transposed
-    stores cost most; on the wide layers, reduced in chunks, thanks to its weight prefetch
-    (ResNet-50's 2048-channel 1x1 on 7x7: 0.66 ms against 0.84; docs/benchmarks.md,
-    bench_aot_c, "1 x 1 layers of any width on the panel GEMM")."""
-    return not L.dense and not L.depthwise and L.R == L.S == 1
+    """Whether rt_pointwise_f32 runs the layer: every 1x1 conv, and the im2col ones. Measured
+    per call on the 1x1 layers of MobileNet v1 and ResNet-50, its panel GEMM is as fast as
+    rt_conv_f32 or faster on each, most at few channels or many positions, where
+    rt_conv_f32's transposed stores cost most; on the wide layers, reduced in chunks, thanks
+    to its weight prefetch (ResNet-50's 2048-channel 1x1 on 7x7: 0.66 ms against 0.84;
+    docs/benchmarks.md, bench_aot_c, "1 x 1 layers of any width on the panel GEMM")."""
+    return not L.dense and not L.depthwise and (L.R == L.S == 1 or _im2col(L))
+
+
+IM2COL_ROWS = 32
+
+
+def _im2col(L: Layer) -> bool:
+    """A conv of at most IM2COL_ROWS input taps (C R S: 27 for a 3 x 3 window on RGB) other
+    than 1 x 1: rt_pointwise_f32 over im2col panels, its Pad inside. Its vectors along the
+    positions keep the epilogue whole where rt_conv_f32's short reduction left its
+    per-element transposed stores the larger part. Measured per call, one thread (the Pad
+    call included before): MobileNet v1's first conv 0.336 -> 0.236 ms, VGG-16's 2.03 ->
+    1.51 ms; but ResNet-18's 7 x 7 one (147 taps) 1.24 -> 1.67 ms, where the reduction is
+    long enough for rt_conv_f32 (docs/benchmarks.md, bench_aot_c, "First convolutions as
+    im2col panels")."""
+    return (not L.dense and not L.depthwise and (L.R, L.S) != (1, 1)
+            and L.C * L.R * L.S <= IM2COL_ROWS)
 
 
 def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
@@ -375,8 +395,10 @@ def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
         return Routine("rt_dwconv_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh,
                                                    L.sw, L.OH, L.OW, ep.act), floats)
     if pointwise:
-        return Routine("rt_pointwise_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.sh, L.sw, L.K,
-                                                      L.OH, L.OW, ep.act), floats)
+        h, w = L.x.type.shape[2:]
+        return Routine("rt_pointwise_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S,
+                                                      L.sh, L.sw, L.K, L.OH, L.OW, ep.act),
+                       floats)
     return Routine("rt_conv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.K, L.R, L.S, L.sh, L.sw,
                                              L.OH, L.OW, ep.act), floats)
 
@@ -486,12 +508,17 @@ def check_routine(call: Call) -> None:
         if r.name == "rt_maxpool_f32" and (act != ACT_NONE or bias or res):
             raise fail("a max pool has no epilogue")
     else:
-        n, c, h, wd, sh, sw, kk, oh, ow = (d[a] for a in spec.ints)
-        if (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow:
+        # the im2col pack bounds-checks every read (the padding); a 1 x 1 layer's output is
+        # its strided input
+        n, c, h, wd, pt, pl, rr, ss, sh, sw, kk, oh, ow = (d[a] for a in spec.ints)
+        if (rr, ss, pt, pl) == (1, 1, 0, 0) and (
+                (h - 1) // sh + 1 != oh or (wd - 1) // sw + 1 != ow):
             raise fail(f"output {oh}x{ow} is not a 1x1 window at strides {sh}, {sw} over "
                        f"{h}x{wd}")
+        if (rr, ss) != (1, 1) and c * rr * ss > IM2COL_ROWS:
+            raise fail(f"{c * rr * ss} im2col rows: more than its {IM2COL_ROWS}")
         xs, ys = n * c * h * wd, n * kk * oh * ow
-        ws = -(-kk // spec.block) * c * spec.block
+        ws = -(-kk // spec.block) * c * rr * ss * spec.block
     sizes = [(x, xs), (wp, ws), (y, ys), (res, ys)]
     if any(t is not None and t.size != size for t, size in sizes) or (
             bias is not None and bias.size != kk):

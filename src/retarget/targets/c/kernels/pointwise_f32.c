@@ -5,12 +5,19 @@
      y[n, k, p] = act(bias[k] + sum_c x[n, c, oh*sh, ow*sw] * w[k, c] + res[n, k, p])
                   where p = oh * OW + ow
 
+   and, the same way, a convolution of an R x S window over few input channels (a network's
+   first layer), its rows of X the im2col rows (c, r, s), read as zero in the padding (pt
+   rows above, pl columns left: no padded copy of the input):
+
+     y[n, k, p] = act(bias[k] + sum_{c,r,s} xpad[n, c, oh*sh + r, ow*sw + s] w[k, c, r, s]
+                      + res[n, k, p])
+
    The vectors run along the positions, so the output rows (contiguous in NCHW) are stored
-   whole, epilogue and all; the weights are broadcast from wp[ceil(K/RT_PB)][C][RT_PB], packed
-   at build time, zero past K. For a group of RT_PW positions a thread first copies their
-   inputs into a panel [C][RT_PW] (zero past P; at stride > 1 this gathers them), which then
-   streams from L1/L2 for every block of output channels instead of being re-read from RT_PW-
-   float pieces of C rows far apart. A tile is RT_PB output channels by RT_PV vectors of
+   whole, epilogue and all; the weights are broadcast from wp[ceil(K/RT_PB)][C][R][S][RT_PB],
+   packed at build time, zero past K (below, C counts the rows of X: C R S). For a group of
+   RT_PW positions a thread first copies their inputs into a panel [C][RT_PW] (zero past P;
+   at stride > 1 this gathers them), which then streams from L1/L2 for every block of output
+   channels instead of being re-read from RT_PW-float pieces of C rows far apart. A tile is RT_PB output channels by RT_PV vectors of
    positions, summing the channels in order (one summation order per lane, whatever the
    vector width).
    Any C: a panel holds RT_PC channels, so a wider layer is reduced in chunks of at most
@@ -53,21 +60,72 @@ RT_INLINE void rt_pw_share(int total, int *first, int *last)
 #endif
 }
 
-/* Positions p0 .. p0 + np - 1 of the C channels into the panel, zero past np. */
-RT_INLINE void rt_pw_pack(const float *restrict x, float *restrict panel, int C, ptrdiff_t HW,
-                          int W, int sh, int sw, int OW, int p0, int np)
+/* A window's geometry: the input H x W padded by pt rows above and pl columns left, an
+   R x S window at strides sh, sw, OW outputs per row. */
+typedef struct { int H, W, pt, pl, R, S, sh, sw, OW; } rt_pw_geom;
+
+RT_INLINE void rt_pw_zero(float *restrict d, int n)
 {
-    int c, j;
-    for (c = 0; c < C; c++) {
+    int k;
+    for (k = 0; k < n; k++) d[k] = 0.0f;
+}
+
+/* d[k] = xr[iw + k sw] for k < n, zero where that column is outside 0 .. W - 1: zeros,
+   then the columns inside (whole vectors at strides 1 and 2), then zeros. */
+RT_INLINE void rt_pw_row(float *restrict d, const float *restrict xr, int iw, int W, int sw,
+                         int n)
+{
+    int k = 0, hi = n;
+    if (iw < 0) {                       /* the columns left of the row */
+        k = (-iw + sw - 1) / sw;
+        k = k < n ? k : n;
+        rt_pw_zero(d, k);
+    }
+    if (iw + (n - 1) * sw >= W)         /* hi: the first output past the row */
+        hi = W - iw > 0 ? (W - iw + sw - 1) / sw : 0;
+    hi = hi > k ? hi : k;
+    if (sw == 1)
+        for (; k + RT_VL <= hi; k += RT_VL) rt_vstore(d + k, rt_vload(xr + iw + k));
+    else if (sw == 2)
+        for (; k + RT_VL <= hi && iw + 2 * k + 2 * RT_VL <= W; k += RT_VL)
+            rt_vstore(d + k, rt_veven(rt_vload(xr + iw + 2 * k),
+                                      rt_vload(xr + iw + 2 * k + RT_VL)));
+    for (; k < hi; k++) d[k] = xr[iw + k * sw];
+    rt_pw_zero(d + hi, n - hi);
+}
+
+/* Panel rows i0 .. i0 + n - 1 for positions p0 .. p0 + np - 1, zero past np. Row i is
+   input channel i / (R S) at window offset (r, s) = (i / S % R, i % S): for a 1 x 1 window
+   the channel itself, else the im2col row of that tap, reading zero in the padding. */
+RT_INLINE void rt_pw_pack(const float *restrict x, float *restrict panel, int i0, int n,
+                          rt_pw_geom g, int p0, int np)
+{
+    ptrdiff_t HW = (ptrdiff_t)g.H * g.W;
+    int i, j;
+    for (i = 0; i < n; i++) {
+        int row = i0 + i, c = row / (g.R * g.S), r = row / g.S % g.R, s = row % g.S;
         const float *xc = x + c * HW;
-        float *d = panel + c * RT_PW;
-        if (sh == 1 && sw == 1) {      /* the positions are the input's, contiguous */
-            memcpy(d, xc + p0, (size_t)np * sizeof(float));
-        } else {
-            int oh = p0 / OW, ow = p0 % OW;
+        float *d = panel + i * RT_PW;
+        int oh = p0 / g.OW, ow = p0 % g.OW;
+        if (g.R == 1 && g.S == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0) {
+            memcpy(d, xc + p0, (size_t)np * sizeof(float));   /* the input's positions */
+        } else if (g.R == 1 && g.S == 1 && g.pt == 0 && g.pl == 0) {
             for (j = 0; j < np; j++) {
-                d[j] = xc[(ptrdiff_t)oh * sh * W + (ptrdiff_t)ow * sw];
-                if (++ow == OW) { ow = 0; oh++; }
+                d[j] = xc[(ptrdiff_t)oh * g.sh * g.W + (ptrdiff_t)ow * g.sw];
+                if (++ow == g.OW) { ow = 0; oh++; }
+            }
+        } else {
+            for (j = 0; j < np;) {          /* a run of one output row at a time */
+                int run = g.OW - ow < np - j ? g.OW - ow : np - j;
+                int ih = oh * g.sh + r - g.pt;
+                if (ih < 0 || ih >= g.H)
+                    rt_pw_zero(d + j, run);
+                else
+                    rt_pw_row(d + j, xc + (ptrdiff_t)ih * g.W, ow * g.sw + s - g.pl, g.W,
+                              g.sw, run);
+                j += run;
+                ow = 0;
+                oh++;
             }
         }
         for (j = np; j < RT_PW; j++) d[j] = 0.0f;
@@ -139,17 +197,21 @@ RT_INLINE void rt_pw_block(const float *restrict panel, const float *restrict wb
 
 static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
                              const float *restrict bias, const float *restrict res,
-                             float *restrict y, int N, int C, int H, int W, int sh, int sw,
-                             int K, int OH, int OW, int act, float lo, float hi)
+                             float *restrict y, int N, int C0, int H, int W, int pt, int pl,
+                             int R, int S, int sh, int sw, int K, int OH, int OW, int act,
+                             float lo, float hi)
 {
-    int P = OH * OW, blocks = (K + RT_PB - 1) / RT_PB, groups = (P + RT_PW - 1) / RT_PW;
+    /* C: the panel rows, an input channel per row (1 x 1) or per tap (im2col) */
+    int C = C0 * R * S, P = OH * OW, blocks = (K + RT_PB - 1) / RT_PB;
+    int groups = (P + RT_PW - 1) / RT_PW;
     int chunks = (C + RT_PC - 1) / RT_PC, chunk = (C + chunks - 1) / chunks;  /* even ones */
+    rt_pw_geom geom = {H, W, pt, pl, R, S, sh, sw, OW};
     int band = RT_PANEL / (RT_PW * chunk), bands;
     int n;
     band = band < groups ? band : groups;
     bands = (groups + band - 1) / band;
     for (n = 0; n < N; n++) {
-        const float *xn = x + (ptrdiff_t)n * C * H * W;
+        const float *xn = x + (ptrdiff_t)n * C0 * H * W;
         const float *rn = res ? res + (ptrdiff_t)n * K * P : 0;
         float *yn = y + (ptrdiff_t)n * K * P;
 #ifdef _OPENMP
@@ -168,8 +230,7 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
                     int cn = C - c0 < chunk ? C - c0 : chunk;
                     for (g = 0; g < gn; g++) {
                         int p0 = (g0 + g) * RT_PW;
-                        rt_pw_pack(xn + (ptrdiff_t)c0 * H * W, panel + g * cn * RT_PW, cn,
-                                   (ptrdiff_t)H * W, W, sh, sw, OW, p0,
+                        rt_pw_pack(xn, panel + g * cn * RT_PW, c0, cn, geom, p0,
                                    P - p0 < RT_PW ? P - p0 : RT_PW);
                     }
                     for (kb = kb0; kb < kb1; kb++)
