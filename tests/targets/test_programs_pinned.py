@@ -105,13 +105,13 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        '934a8f8d525829820e79464b15cb7f166658645d1759c30eec142927596b2e32',
+        'a113d2a5168e0c188f9cf01205a60b3e378316e087d43ec0523d32f0feafd26b',
     ('resnet18', 'c:buffered'):
-        '702f9962341f1cb61c931c82eb67b217806e905c31b252e451e98033aaddf890',
+        'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
         '495e1e528fe32361ea4fe845310bc44305ffbb6ebc83420534aa99667c686aa9',
     ('resnet18', 'sunway'):
-        '366063e23b828f0d6114b608145638963e20b3f92fda1d4d0cefd27cc342fb1c',
+        '8ae8da91fcf4c8c1861706f64d0e0e9adbf3fb33eecbeb2319429c785e51347c',
     ('mobilenet_v1', 'vta'):
         'b8794202db4e723c3be03b459c0282dc8a959d90438676422014677825920b5b',
     ('mobilenet_v1', 'dnnvm'):
@@ -125,11 +125,11 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'c'):
         '2abec18b1dbd60a799636bdcdf990be66511be5dd41dac4c7c7bb106a779e1d0',
     ('mobilenet_v1', 'c:buffered'):
-        '4ce6ce5aa8ed6555ce4f31544519fe195898deddca84d5a8b026f880b9e10ecc',
+        '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
         '10cc805347a7cf2600c1f783f8f640821e8b9e8890c722591e967fd8fc45ab39',
     ('mobilenet_v1', 'sunway'):
-        'e08000b24487926f6ac0d370b9216f8827a8ca172f93f12a043793a8db445cf0',
+        '7740a27946cbcf6486768fb4a9e0f70f8e85343c2ab234136a63e7a6a854138b',
     ('mobilenet_v2', 'vta'):
         'a9660173a9c6c90591bdb765e23caa211082db3e208552e9b22fa576b0d26a32',
     ('mobilenet_v2', 'dnnvm'):
@@ -143,11 +143,11 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'c'):
         '4c934c9ec162e3ca3c99316fea0b27851442918fd24f010caf0b4de7b0f8890f',
     ('mobilenet_v2', 'c:buffered'):
-        '45d5b8151e7e11c46b516d2b1c442818d9c70a128dedf3451d284c9e1821e16f',
+        'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
         '0fb2aea6ae9541623c52f33538405a649f0f1a2fbaf04abad0b798b1f242a925',
     ('mobilenet_v2', 'sunway'):
-        '81a4c78e3261e526453be11a4c4d052fc6a263a6890c5faae1773b332a3a45c3',
+        'bc7c231583d10b821e3cc757ac0360e704f5b39cb9ad465cd57c6b53e3635bc0',
     ('googlenet', 'vta'):
         '1a0da8b087c148f0b1b4300a9357de908d9461f4a4854ba0eb379030445c5943',
     ('googlenet', 'dnnvm'):
@@ -159,13 +159,13 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        'ac2d441b924f69824ed6734313d70016147402b894259063a3cb97290b653b3a',
+        '5bb6e4bc0e7c1fe7fa22b587a2dfaba40d3aed313252bcfd9a94e4faaee22ee1',
     ('googlenet', 'c:buffered'):
-        '3cb0b28a8510ce77222d017add1aad8e15ea2e31dc7678c0e62a58d2fc943279',
+        '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
         '768cac8fb853f9abf336af9d7148e606f95639e6f94d53c019f5883e0ebc5614',
     ('googlenet', 'sunway'):
-        '32bb42dbedf9760823e93ac429b8141d76b0bc8a01520d0f0bfc0301cbbe59dd',
+        '2f316e680ae762b818c167a17b7b6e9a98de737569fec8340761158ec2c848ea',
     ('squeezenet', 'vta'):
         'e134d01113ebf90b74d8de132949e40c6ba7b6e7cc8720f73b0315fff676ad52',
     ('squeezenet', 'dnnvm'):
@@ -177,13 +177,13 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '5f60d6099379c8f2a0f3624cd4c3397e933f49982a38bf0366deed706054d87e',
+        'e06a7a998dc218c63799d4aca0d703b1fda92bf6f7d8dc87721cb15a250bf80a',
     ('squeezenet', 'c:buffered'):
-        '49a556c6f0d01a35291d0b1879ac39719f19a1da33ccc673eaa1f29c578543ba',
+        '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
         '034c8837f80c9abfc525d324e330497ab99d365ca240b6cef26b886d37f8edd0',
     ('squeezenet', 'sunway'):
-        '3ce27fef7fc5251b265181a924b2687589b2d840ba69860e19db0d3d4edcb61c',
+        'f1410e731e60bc84417c81e4482e53349c39f15e5efb949d71b7ce94af5851af',
     ('unet', 'vta'):
         'c36cd0d8e51dddaed6be73bf955521b553f222ed2c3aec5c48cb4110f5a6e49d',
     ('unet', 'dnnvm'):
@@ -195,13 +195,13 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '5117bde7b833488b0652b8c6aa48d62708b056ef5e4145d9a7a4c26622f85cbc',
+        '03212d75a2d29e074c69d35a414b1caa4ba577cd4742e933e5ec1ebfb9a2b825',
     ('unet', 'c:buffered'):
-        'f0c0d285afb8d179e0c72f0d732a4f581d4f7d1a2bdaa7ce87ffa7d29fa85172',
+        'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):
         '6c46cfcae98ef9d37ac94bd65d2c3c51bd6433cebe75d946da126d64309be0da',
     ('unet', 'sunway'):
-        '0744dbc45334285c7b67f464a268ecb1510d1a75d2555f84ceee3432f2f56ec3',
+        '20a3a20f7675c25cca445c7b27c1c3f35a15f5eee0935a2d8696d3e6cb6182c0',
     ('vit', 'c'):
         '1a6f790de71044b7ca572f9af42006db3c834675d9180ebd41fe4e26bc80cc7c',
     ('vit', 'c:buffered'):
