@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        'a113d2a5168e0c188f9cf01205a60b3e378316e087d43ec0523d32f0feafd26b',
+        'a08e5de9423645cf01a079d497f1614927e7cc9b0d861c28028356df53202708',
     ('resnet18', 'c:buffered'):
         'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '2abec18b1dbd60a799636bdcdf990be66511be5dd41dac4c7c7bb106a779e1d0',
+        'f50ff2d1f181a6570a4e91dcd50b8f2cde7b9417b324432aa573497f78f81eaa',
     ('mobilenet_v1', 'c:buffered'):
         '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '4c934c9ec162e3ca3c99316fea0b27851442918fd24f010caf0b4de7b0f8890f',
+        '5cc37b5929891de93e42a7fefd6ead0ad722c9fb0c27e142a754fbb6cd34dcd2',
     ('mobilenet_v2', 'c:buffered'):
         'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '5bb6e4bc0e7c1fe7fa22b587a2dfaba40d3aed313252bcfd9a94e4faaee22ee1',
+        'a1f9b528ee9c3a0ea261e4ef9c560133fd6b3ffd5242669e0fd452fbc2a2417b',
     ('googlenet', 'c:buffered'):
         '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        'e06a7a998dc218c63799d4aca0d703b1fda92bf6f7d8dc87721cb15a250bf80a',
+        '2478af9a7d5c4b3d8f3d3c5a1879f4dd02e6a35260d7e4c760dba53284b56313',
     ('squeezenet', 'c:buffered'):
         '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '03212d75a2d29e074c69d35a414b1caa4ba577cd4742e933e5ec1ebfb9a2b825',
+        '0b44aaf3dfeac590becad2a12192d537ecc92488898beb26f7b814bd1c5e0275',
     ('unet', 'c:buffered'):
         'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):
@@ -203,7 +203,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'sunway'):
         '20a3a20f7675c25cca445c7b27c1c3f35a15f5eee0935a2d8696d3e6cb6182c0',
     ('vit', 'c'):
-        '1a6f790de71044b7ca572f9af42006db3c834675d9180ebd41fe4e26bc80cc7c',
+        '4d2de61e4987bcc600c71d03e2536c417878641abd2579e985cff6d84f178981',
     ('vit', 'c:buffered'):
         '68aeb8b6344736c4c1e6063b327dcdc4b991847c8fef20ce2eab7dbc08ba1397',
 }

@@ -129,8 +129,9 @@ static inline rt_vf rt_vadd(rt_vf a, rt_vf b)
 { int l; for (l = 0; l < RT_VL; l++) a.v[l] += b.v[l]; return a; }
 #endif
 
-/* The even and the odd lanes of the 2 RT_VL floats a, b (a's first): a row split into its
-   two column phases. And the int lanes of the depthwise flat path: where column ow + ds
+/* Of the 2 RT_VL floats a, b (a's first): the even and the odd lanes (a row split into its
+   two column phases), and the RT_VL lanes one before and one after b's first (a row's
+   neighbouring columns without loading them again). And the int lanes of the depthwise flat path: where column ow + ds
    leaves 0 .. OW - 1 (all ones there), and ow moved on by `step` (below OW), wrapped back
    into 0 .. OW - 1. */
 #if RT_VECTOR_EXTENSIONS
@@ -149,8 +150,25 @@ static inline rt_vf rt_vadd(rt_vf a, rt_vf b)
 #    define RT_SHUFFLE2(a, b, o) __builtin_shuffle(a, b, (rt_vi){o, o + 2, o + 4, o + 6, \
          o + 8, o + 10, o + 12, o + 14})
 #  endif
+#  if defined(__clang__) && RT_VL == 16
+#    define RT_SHUFFLE1(a, b, o) __builtin_shufflevector(a, b, o, o + 1, o + 2, o + 3, \
+         o + 4, o + 5, o + 6, o + 7, o + 8, o + 9, o + 10, o + 11, o + 12, o + 13, o + 14, \
+         o + 15)
+#  elif defined(__clang__)
+#    define RT_SHUFFLE1(a, b, o) __builtin_shufflevector(a, b, o, o + 1, o + 2, o + 3, \
+         o + 4, o + 5, o + 6, o + 7)
+#  elif RT_VL == 16
+#    define RT_SHUFFLE1(a, b, o) __builtin_shuffle(a, b, (rt_vi){o, o + 1, o + 2, o + 3, \
+         o + 4, o + 5, o + 6, o + 7, o + 8, o + 9, o + 10, o + 11, o + 12, o + 13, o + 14, \
+         o + 15})
+#  else
+#    define RT_SHUFFLE1(a, b, o) __builtin_shuffle(a, b, (rt_vi){o, o + 1, o + 2, o + 3, \
+         o + 4, o + 5, o + 6, o + 7})
+#  endif
 RT_INLINE rt_vf rt_veven(rt_vf a, rt_vf b) { return RT_SHUFFLE2(a, b, 0); }
 RT_INLINE rt_vf rt_vodd(rt_vf a, rt_vf b) { return RT_SHUFFLE2(a, b, 1); }
+RT_INLINE rt_vf rt_vprev1(rt_vf a, rt_vf b) { return RT_SHUFFLE1(a, b, RT_VL - 1); }
+RT_INLINE rt_vf rt_vnext1(rt_vf a, rt_vf b) { return RT_SHUFFLE1(a, b, 1); }
 RT_INLINE rt_vi rt_vi_outside(rt_vi ow, int ds, rt_vi OW)
 { rt_vi c = ow + ds; return (c < 0) | (c >= OW); }
 RT_INLINE rt_vi rt_vi_step(rt_vi ow, rt_vi step, rt_vi OW)
@@ -160,6 +178,10 @@ static inline rt_vf rt_veven(rt_vf a, rt_vf b)
 { int l; rt_vf r; for (l = 0; l < RT_VL; l++) r.v[l] = 2 * l < RT_VL ? a.v[2 * l] : b.v[2 * l - RT_VL]; return r; }
 static inline rt_vf rt_vodd(rt_vf a, rt_vf b)
 { int l; rt_vf r; for (l = 0; l < RT_VL; l++) r.v[l] = 2 * l < RT_VL ? a.v[2 * l + 1] : b.v[2 * l + 1 - RT_VL]; return r; }
+static inline rt_vf rt_vprev1(rt_vf a, rt_vf b)
+{ int l; rt_vf r; r.v[0] = a.v[RT_VL - 1]; for (l = 1; l < RT_VL; l++) r.v[l] = b.v[l - 1]; return r; }
+static inline rt_vf rt_vnext1(rt_vf a, rt_vf b)
+{ int l; rt_vf r; for (l = 0; l + 1 < RT_VL; l++) r.v[l] = a.v[l + 1]; r.v[RT_VL - 1] = b.v[0]; return r; }
 static inline rt_vf rt_vsel(rt_vi take_b, rt_vf a, rt_vf b)
 { int l; for (l = 0; l < RT_VL; l++) if (take_b.v[l]) a.v[l] = b.v[l]; return a; }
 static inline rt_vi rt_vi_outside(rt_vi ow, int ds, rt_vi OW)
