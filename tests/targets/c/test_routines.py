@@ -92,7 +92,8 @@ def _layers_model() -> onnx.ModelProto:
     out("yj")
     # im2col panels on rt_pointwise_f32 (C R S <= 32), their Pads inside: a 3 x 5 window at
     # strides (2, 1) with asymmetric pads, a residual add and Clip; a 3 x 3 at stride 2 on
-    # rows long enough for whole vectors (70 columns), and one at stride 1 (40 columns)
+    # rows long enough for whole vectors (70 columns), and one at stride 1 (40 columns) at
+    # batch 2
     nodes.append(helper.make_node("Conv", [inp("xm", [1, 2, 9, 11]), const("wm", [13, 2, 3, 5]),
                                            const("bm", [13])], ["cm"], pads=[2, 1, 0, 3],
                                   strides=[2, 1]))
@@ -102,7 +103,7 @@ def _layers_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Conv", [inp("xn", [1, 3, 9, 70]), const("wn", [26, 3, 3, 3])],
                                   ["yn"], pads=[1, 1, 1, 1], strides=[2, 2]))
     out("yn")
-    nodes.append(helper.make_node("Conv", [inp("xo", [1, 3, 6, 40]), const("wo", [5, 3, 3, 3]),
+    nodes.append(helper.make_node("Conv", [inp("xo", [2, 3, 6, 40]), const("wo", [5, 3, 3, 3]),
                                            const("bo", [5])], ["co"], pads=[1, 1, 1, 1]))
     nodes.append(helper.make_node("Relu", ["co"], ["yo"]))
     out("yo")
