@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        'a719919ed117ac33b060bf2f65e4f94781b1f3fae039da6cd5281df92963b4cc',
+        'a0dbff17b1c87342d9b1965535d6097ce882dbb93a9dd3646b82ac819011f529',
     ('resnet18', 'c:buffered'):
         'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '94130ba2d90a4f1dc55f24e9eb062b8ed4c4a960889f6e1cc860d8ae866ee3f2',
+        '5d5e7031a10a1dd6d9631cbbc42c3c56950f5cd91db42aa196c152d28a5160f7',
     ('mobilenet_v1', 'c:buffered'):
         '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '68d266e17292d8fe1cdc4ef73ceba6b9caba9d5fb3c987ca5db814b98c82a51d',
+        'b39342ac1ef323667fb9a6db260473e6908ab13f8962704819d4a276df125d03',
     ('mobilenet_v2', 'c:buffered'):
         'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '5b14807aada3ac50d65b424ee28fa79ab3011b5b230e4cff5aa0c86938a815e5',
+        'ae1259072103ccc1f34a07bd5abb932b17317bf5b00e98cdb9e2aed2954fd0bf',
     ('googlenet', 'c:buffered'):
         '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        'ba924b7981188390ba8c11b9d1c95ed42164fcd3d98acbabbb5c3ead44d75fe8',
+        '313770b92c70a6ac7e09577c6a62562a8a7377bbc18df0823af7bd314d149435',
     ('squeezenet', 'c:buffered'):
         '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        'cfd2ed994b2bdfa6f49bec02b6c52b3a2cd3b065eb5f5ce04523321515a946cc',
+        '0369bbc41ec267220dbbdfbec7e85cab129d1aa786614506b1b6a3a21f54e4f2',
     ('unet', 'c:buffered'):
         'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):

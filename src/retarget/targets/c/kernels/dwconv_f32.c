@@ -222,6 +222,26 @@ RT_INLINE void rt_dw_flat_stage(const float *restrict xp, float *restrict stage,
         }
 }
 
+/* Outputs q0 .. of a flat plane of P from acc: + res, the activation (not for a max pool);
+   the plane's last, partial vector through memory, lane by lane. */
+RT_INLINE void rt_dw_flat_store(rt_vf acc, const float *restrict res, float *restrict y,
+                                int q0, int P, int act, float lo, float hi, int max)
+{
+    RT_ALIGN64 float out[RT_VL];
+    int l;
+    if (q0 + RT_VL <= P) {
+        if (res) acc = rt_vadd(acc, rt_vload(res + q0));
+        rt_vstore(y + q0, max ? acc : rt_vact(acc, act, lo, hi));
+        return;
+    }
+    rt_vstore(out, acc);
+    for (l = 0; l < P - q0; l++) {
+        float v = out[l];
+        if (res) v = v + res[q0 + l];
+        y[q0 + l] = max ? v : rt_act(v, act, lo, hi);
+    }
+}
+
 /* One plane's outputs, RT_VL lanes q0 .. q0 + RT_VL - 1 at a time. toff[t]: where tap t of
    output 0 lies in the stage; ds[s]: window column s's ds; lanes: ow of lanes 0 ..
    RT_VL - 1, RT_VL % OW and OW in every lane. */
@@ -232,8 +252,7 @@ RT_INLINE void rt_dw_flat_plane(const float *restrict stage, rt_dw_flat_t f,
                                 const rt_vi *lanes, int act, float lo, float hi, float fill,
                                 int max)
 {
-    RT_ALIGN64 float out[RT_VL];
-    int P = OH * OW, q0, r, s, t, l;
+    int P = OH * OW, q0, r, s, t;
     rt_vi ow = lanes[0], step = lanes[1], vOW = lanes[2];
     rt_vf vfill = rt_vbcast(fill);
     for (q0 = 0; q0 < P; q0 += RT_VL) {
@@ -255,17 +274,7 @@ RT_INLINE void rt_dw_flat_plane(const float *restrict stage, rt_dw_flat_t f,
             }
         if (!max) acc[0] = rt_vadd(rt_vadd(acc[0], acc[1]), acc[2]);
         ow = rt_vi_step(ow, step, vOW);
-        if (q0 + RT_VL <= P) {
-            if (res) acc[0] = rt_vadd(acc[0], rt_vload(res + q0));
-            rt_vstore(y + q0, max ? acc[0] : rt_vact(acc[0], act, lo, hi));
-            continue;
-        }
-        rt_vstore(out, acc[0]);      /* the plane's last, partial vector */
-        for (l = 0; l < P - q0; l++) {
-            float v = out[l];
-            if (res) v = v + res[q0 + l];
-            y[q0 + l] = max ? v : rt_act(v, act, lo, hi);
-        }
+        rt_dw_flat_store(acc[0], res, y, q0, P, act, lo, hi, max);
     }
 }
 
@@ -279,8 +288,7 @@ RT_INLINE void rt_dw_flat_plane3(const float *restrict stage, rt_dw_flat_t f,
                                  float *restrict y, int OH, int OW, int pt, const rt_vi *lanes,
                                  int act, float lo, float hi, float fill, int max)
 {
-    RT_ALIGN64 float out[RT_VL];
-    int P = OH * OW, q0, r, l;
+    int P = OH * OW, q0, r;
     rt_vi ow = lanes[0], step = lanes[1], vOW = lanes[2];
     rt_vf vfill = rt_vbcast(fill), prev[3], cur[3];
     const float *row[3];
@@ -310,17 +318,7 @@ RT_INLINE void rt_dw_flat_plane3(const float *restrict stage, rt_dw_flat_t f,
         }
         if (!max) acc[0] = rt_vadd(rt_vadd(acc[0], acc[1]), acc[2]);
         ow = rt_vi_step(ow, step, vOW);
-        if (q0 + RT_VL <= P) {
-            if (res) acc[0] = rt_vadd(acc[0], rt_vload(res + q0));
-            rt_vstore(y + q0, max ? acc[0] : rt_vact(acc[0], act, lo, hi));
-            continue;
-        }
-        rt_vstore(out, acc[0]);
-        for (l = 0; l < P - q0; l++) {
-            float v = out[l];
-            if (res) v = v + res[q0 + l];
-            y[q0 + l] = max ? v : rt_act(v, act, lo, hi);
-        }
+        rt_dw_flat_store(acc[0], res, y, q0, P, act, lo, hi, max);
     }
 }
 
