@@ -9,8 +9,9 @@
    (AVX-512 or AVX2 intrinsics) and the portable one (C99 fmaf) alike; elsewhere it is a
    multiply then an add (GCC's -std=c99 keeps contraction off everywhere else). So builds
    with the same RT_FMA give bit-identical results, and a build with and one without FMA
-   agree to rounding (docs/aot-c.md, "Vectors"). Without the fused form, a CPU whose adds
-   and multiplies share the FMA ports (Intel's) runs the routines at half its peak. */
+   agree to rounding (docs/aot-c.md, "Fused multiply-add"). Where a CPU issues multiplies
+   and adds to its FMA units, the unfused form takes two issue slots for the fused one's
+   one. */
 #ifndef RT_FMA
 #  if defined(__FMA__)
 #    define RT_FMA 1
@@ -76,7 +77,7 @@ static inline rt_vf rt_vbcast(float x) { return (rt_vf){0} + x; }
 #if RT_FMA && RT_VL == 16 && defined(__AVX512F__)
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
 { return (rt_vf)_mm512_fmadd_ps((__m512)a, _mm512_set1_ps(b), (__m512)acc); }
-#elif RT_FMA && RT_VL == 8 && defined(__AVX__)
+#elif RT_FMA && RT_VL == 8 && defined(__FMA__)
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
 { return (rt_vf)_mm256_fmadd_ps((__m256)a, _mm256_set1_ps(b), (__m256)acc); }
 #elif RT_FMA
@@ -131,9 +132,9 @@ static inline rt_vf rt_vadd(rt_vf a, rt_vf b)
 
 /* Of the 2 RT_VL floats a, b (a's first): the even and the odd lanes (a row split into its
    two column phases), and the RT_VL lanes one before and one after b's first (a row's
-   neighbouring columns without loading them again). And the int lanes of the depthwise flat path: where column ow + ds
-   leaves 0 .. OW - 1 (all ones there), and ow moved on by `step` (below OW), wrapped back
-   into 0 .. OW - 1. */
+   neighbouring columns without loading them again). And the int lanes of the depthwise
+   flat path: where column ow + ds leaves 0 .. OW - 1 (all ones there), and ow moved on by
+   `step` (below OW), wrapped back into 0 .. OW - 1. */
 #if RT_VECTOR_EXTENSIONS
 #  if defined(__clang__) && RT_VL == 16
 #    define RT_SHUFFLE2(a, b, o) __builtin_shufflevector(a, b, o, o + 2, o + 4, o + 6, \
