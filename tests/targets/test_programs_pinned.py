@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        'a0dbff17b1c87342d9b1965535d6097ce882dbb93a9dd3646b82ac819011f529',
+        'bb60ff3e85983b529c2c03f7fdbe30f917f4f518b1f844d06bd8a676510450ba',
     ('resnet18', 'c:buffered'):
         'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '5d5e7031a10a1dd6d9631cbbc42c3c56950f5cd91db42aa196c152d28a5160f7',
+        'e038ae9d36f10c5e1d22c0ee9e2f9270375d8afd7ca625e917d95aa6571544ec',
     ('mobilenet_v1', 'c:buffered'):
         '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        'b39342ac1ef323667fb9a6db260473e6908ab13f8962704819d4a276df125d03',
+        'fdece1971db069137c2cf13d34fc6ab02e631f6a90b5805f021180049f53de9e',
     ('mobilenet_v2', 'c:buffered'):
         'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        'ae1259072103ccc1f34a07bd5abb932b17317bf5b00e98cdb9e2aed2954fd0bf',
+        '8f9e3c8675668eaf06d69c5213d237026ad76733324ba89f9c217a9b3d8b22fb',
     ('googlenet', 'c:buffered'):
         '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '313770b92c70a6ac7e09577c6a62562a8a7377bbc18df0823af7bd314d149435',
+        '2c3491506e54c81fd6017848454d477f6da33cfe37ba0ca4a14d0ef61a427f11',
     ('squeezenet', 'c:buffered'):
         '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '0369bbc41ec267220dbbdfbec7e85cab129d1aa786614506b1b6a3a21f54e4f2',
+        'dab28f71e833174fdd5ad8b1a21292ff2a26ef3f3fe64cc0b976d627999311bd',
     ('unet', 'c:buffered'):
         'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):
@@ -203,7 +203,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'sunway'):
         '20a3a20f7675c25cca445c7b27c1c3f35a15f5eee0935a2d8696d3e6cb6182c0',
     ('vit', 'c'):
-        '4d2de61e4987bcc600c71d03e2536c417878641abd2579e985cff6d84f178981',
+        'd129c85d0ad3e51a37e342f1c8eecd126bf6bf484a279ab24a103ede7b5f3481',
     ('vit', 'c:buffered'):
         '68aeb8b6344736c4c1e6063b327dcdc4b991847c8fef20ce2eab7dbc08ba1397',
 }
