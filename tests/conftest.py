@@ -12,16 +12,6 @@ settings.register_profile("ci", derandomize=True, deadline=None)
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-# Tests that take minutes each, started first: pytest-xdist hands tests out in collection
-# order, and these (the last directory alphabetically, and the emulated-CPU run) left one
-# worker finishing them alone for minutes while the other was idle.
-_LONG = ("tests/frontend/test_ort_avx2_emulated.py::test_onnxruntime_comparisons_hold",)
-
-
-def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: not (item.get_closest_marker("slow")
-                                     or item.nodeid.startswith(_LONG)))
-
 from retarget.targets.vta.builder import StreamBuilder
 from retarget.targets.vta.isa import AluOp, MemType
 
