@@ -17,9 +17,9 @@
    packed at build time, zero past K (below, C counts the rows of X: C R S). For a group of
    RT_PW positions a thread first copies their inputs into a panel [C][RT_PW] (zero past P;
    at stride > 1 this gathers them), which then streams from L1/L2 for every block of output
-   channels instead of being re-read from RT_PW-float pieces of C rows far apart. A tile is RT_PB output channels by RT_PV vectors of
-   positions, summing the channels in order (one summation order per lane, whatever the
-   vector width).
+   channels instead of being re-read from RT_PW-float pieces of C rows far apart. A tile is
+   RT_PB output channels by RT_PV vectors of positions, summing the channels in order (one
+   summation order per lane, whatever the vector width).
    Any C: a panel holds RT_PC channels, so a wider layer is reduced in chunks of at most
    RT_PC channels, the panel packed once per chunk (when the chunk is small, a band of
    several groups' panels, so that each weight is loaded once per band). Between chunks a
