@@ -62,6 +62,21 @@ def test_a_program_cannot_overwrite_another_loaded_programs_weights():
     np.testing.assert_array_equal(dev.copy_from_device(first, (4096,), np.uint8), before)
 
 
+def test_poisoning_is_an_option_the_c_library_device_turns_off():
+    from retarget.targets.aot.device import LibraryDevice
+    for dev, poisoned in [(VTADevice(CFG, memory_bytes=1 << 20), True),
+                          (LibraryDevice(memory_bytes=1 << 20), False),
+                          (LibraryDevice(memory_bytes=1 << 20, poison_freed=True), True)]:
+        p = dev.malloc(256)
+        dev.copy_to_device(p, np.ones(256, np.uint8))
+        dev.free(p)
+        assert (dev._memory[p:p + 256] == POISON).all() == poisoned, type(dev).__name__
+        with pytest.raises(DeviceError, match="use after free"):
+            dev.copy_from_device(p, (16,), np.uint8)
+    with pytest.raises(DeviceError, match="poison_freed must be True or False"):
+        LibraryDevice(poison_freed="yes")
+
+
 def test_freed_memory_is_poisoned_and_use_after_free_is_named():
     dev = VTADevice(CFG, memory_bytes=1 << 20)
     keep = dev.malloc(256)

@@ -49,6 +49,7 @@ Guarantees every simulated device inherits (docs/guarantees.md):
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -232,8 +233,10 @@ class SimulatedDevice(Device):
     name = "simulated"
     kernels: Mapping[str, tuple[str, ...]] = {}
     # blas_threads: BLAS threads while a task executes (device/threads.py); None = unchanged.
+    # poison_freed: fill freed memory with POISON, so a kernel reading a freed buffer reads
+    # garbage that shows, not the old values.
     default_options: ClassVar[dict[str, Any]] = {"memory_bytes": 1 << 24, "alignment": 64,
-                                                 "blas_threads": "default"}
+                                                 "blas_threads": "default", "poison_freed": True}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -294,6 +297,9 @@ class SimulatedDevice(Device):
                                     or threads < 1):
             raise DeviceError(f"{self.name}: blas_threads must be a positive int or None, "
                               f"got {threads!r}")
+        if not isinstance(merged["poison_freed"], bool):
+            raise DeviceError(f"{self.name}: poison_freed must be True or False, "
+                              f"got {merged['poison_freed']!r}")
         size = merged["memory_bytes"]
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise DeviceError(f"{self.name}: memory_bytes must be a positive int, got {size!r}")
@@ -360,7 +366,7 @@ class SimulatedDevice(Device):
                     raise DeviceError(f"{self.name}: free(0x{int(ptr):x}): still used by {user}; "
                                       f"synchronize() first")
             ptr = int(ptr)
-            if allocation is not None and allocation.start == ptr:
+            if allocation is not None and allocation.start == ptr and self.options["poison_freed"]:
                 self._memory[allocation.start:allocation.end] = POISON
         try:
             self.allocator.free(ptr)
@@ -391,13 +397,27 @@ class SimulatedDevice(Device):
         """A writable NumPy view of device memory at `ptr` (for subclasses' execute). The whole
         range must lie within one live allocation."""
         dt, shape = self._check_layout(ptr, shape, dtype, what)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
-        start = self._check_range(ptr, nbytes, what, shape, dt)
-        if self.task_memory is not None:   # inside execute(): only the task's own memory
+        nbytes = math.prod(shape) * dt.itemsize
+        start = self._check_access(ptr, nbytes, what, shape, dt)
+        return self._memory[start:start + nbytes].view(dt).reshape(shape)
+
+    def _check_access(self, ptr, nbytes: int, what: str, shape=None, dtype=None) -> int:
+        """`_check_range`, and inside execute() also that the range is the task's own memory."""
+        start = self._check_range(ptr, nbytes, what, shape, dtype)
+        if self.task_memory is not None:
             problem = self.task_memory.violation(start, start + nbytes)
             if problem:
                 raise DeviceError(f"{self.name}: {what}(0x{start:x}, {nbytes} bytes): {problem}")
-        return self._memory[start:start + nbytes].view(dt).reshape(shape)
+        return start
+
+    @_locked
+    def host_addresses(self, ranges, what: str) -> list[int]:
+        """The host addresses of device ranges [(ptr, nbytes, label), ...], each checked as
+        `view` checks it (for a device whose memory native code reads, e.g. LibraryDevice).
+        Valid until the memory is next grown (`memory_moved`)."""
+        base = self._memory.ctypes.data
+        return [base + self._check_access(ptr, nbytes, f"{what} {label}")
+                for ptr, nbytes, label in ranges]
 
     def _check_layout(self, ptr, shape, dtype, what: str) -> tuple[np.dtype, tuple[int, ...]]:
         try:
@@ -418,18 +438,18 @@ class SimulatedDevice(Device):
         if not _is_address(ptr):
             raise DeviceError(f"{self.name}: {what}: pointer {ptr!r} is not a device address")
         ptr = int(ptr)
-        desc = f"{nbytes} bytes" + (f" (shape {tuple(shape)}, {dtype})" if shape is not None else "")
         allocation = self.allocator.allocation_at(ptr)
+        if allocation is not None and ptr + nbytes <= allocation.end:
+            return ptr
+        desc = f"{nbytes} bytes" + (f" (shape {tuple(shape)}, {dtype})" if shape is not None else "")
         if allocation is None:
             where = self.allocator.describe(ptr)
             hint = " (use after free?)" if where == "in free memory" else ""
             raise DeviceError(f"{self.name}: {what}(0x{ptr:x}, {desc}): pointer is {where}, "
                               f"not inside a live allocation{hint}")
-        if ptr + nbytes > allocation.end:
-            raise DeviceError(f"{self.name}: {what}(0x{ptr:x}, {desc}) overruns the allocation at "
-                              f"0x{allocation.start:x} ({allocation.size} bytes) by "
-                              f"{ptr + nbytes - allocation.end} bytes")
-        return ptr
+        raise DeviceError(f"{self.name}: {what}(0x{ptr:x}, {desc}) overruns the allocation at "
+                          f"0x{allocation.start:x} ({allocation.size} bytes) by "
+                          f"{ptr + nbytes - allocation.end} bytes")
 
     # ---- handles -------------------------------------------------------------------------------
 
