@@ -5,6 +5,7 @@ model.c with a clock read after every call of model_run, built as a standalone p
     python benchmarks/profile_aot_c.py --net mobilenet_v1 [--size 224] [--runs 20]
                                        [--threads 1] [--top 25] [--cflags "-O3 ..."]
     python benchmarks/profile_aot_c.py --net resnet18 --threads 2 --compare 4 --runs 10
+    python benchmarks/profile_aot_c.py --net mobilenet_v1 --against "-O3 ... -DRT_FMA=0"
 
 Prints the slowest calls (ms, share of the sum, the call's comment from model.c: op, node and
 what is fused into it) and the sum per leading op. The sum of best times is a lower bound of
@@ -16,7 +17,8 @@ descheduled, waking the team), not inside them. The environment is passed on, so
 `OMP_WAIT_POLICY=passive` or `GOMP_SPINCOUNT=...` before the command measures libgomp's
 waiting policies. `--compare ROUNDS` alternates one thread and `--threads` on the same build
 and lists the calls that lose most against a perfect split, the speedup per routine, and the
-sums against the whole runs.
+sums against the whole runs. `--against CFLAGS` alternates the build with `--cflags` (A)
+and one with CFLAGS (B) `--rounds` times and lists the calls that differ most.
 """
 from __future__ import annotations
 
@@ -107,10 +109,11 @@ def instrument(model_c: str) -> tuple[str, list[str], list[str]]:
     return head + "int model_run(" + "\n".join(lines), labels, kinds
 
 
-def profile(src: Path, threads: int, runs: int, calls: int) -> tuple[list[float], float]:
+def profile(src: Path, threads: int, runs: int, calls: int,
+            exe: str = "prof") -> tuple[list[float], float]:
     """The built ./prof in `src` on `threads` threads: each call's best and the best whole run."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run(["./prof", str(runs), str(calls)], cwd=src, env=env,
+    out = subprocess.run([f"./{exe}", str(runs), str(calls)], cwd=src, env=env,
                          check=True, capture_output=True, text=True).stdout
     *times, whole = [float(t) for t in out.split()]
     return times, whole
@@ -153,6 +156,22 @@ def compare(one: tuple[list[float], float], many: tuple[list[float], float], n: 
           f"best whole run {w1:.2f} -> {wn:.2f} ms (x{w1 / wn:.2f})")
 
 
+def against(a: tuple[list[float], float], b: tuple[list[float], float], labels: list[str],
+            kinds: list[str], top: int) -> None:
+    """Build A (--cflags) against build B (--against): the calls that differ most, the sum
+    per routine, and the sums and whole runs."""
+    (ta, wa), (tb, wb) = a, b
+    rows = sorted(zip(ta, tb, labels), key=lambda r: -abs(r[1] - r[0]))
+    print("calls that differ most (ms; B / A):")
+    for x, y, label in rows[:top]:
+        print(f"  A: {x:7.3f}  B: {y:7.3f}  x{y / x:4.2f}  {label}")
+    ka, kb = by_kind(ta, kinds), by_kind(tb, kinds)
+    print("by routine or op (A -> B): " + ", ".join(f"{k} {v:.3f} -> {kb[k]:.3f}"
+                                                   for k, v in ka.items()))
+    print(f"sum of best calls {sum(ta):.2f} -> {sum(tb):.2f} ms; best whole run {wa:.2f} -> "
+          f"{wb:.2f} ms")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--net", default="mobilenet_v1")
@@ -164,6 +183,10 @@ def main() -> int:
                          "(each call keeps its best over all rounds)")
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cflags", default="-O3 -march=native -std=c99")
+    ap.add_argument("--against", metavar="CFLAGS",
+                    help="instead: the build with --cflags (A) against one with these (B), "
+                         "alternated --rounds times, each call's best over all rounds")
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     graph = import_model(zoo.build(args.net, size=args.size))
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,9 +195,20 @@ def main() -> int:
         text, labels, kinds = instrument((src / "model.c").read_text())
         (src / "prof.c").write_text(text)
         (src / "profmain.c").write_text(_MAIN)
-        subprocess.run(["gcc", *args.cflags.split(), "-D_GNU_SOURCE", "-fopenmp", "-o", "prof",
-                        "prof.c", "profmain.c", "-lm"], cwd=src, check=True)
-        if not args.compare:
+        for exe, cflags in (("prof", args.cflags), ("prof_b", args.against)):
+            if cflags is not None:
+                subprocess.run(["gcc", *cflags.split(), "-D_GNU_SOURCE", "-fopenmp", "-o", exe,
+                                "prof.c", "profmain.c", "-lm"], cwd=src, check=True)
+        if args.against is not None:
+            best: dict[str, tuple[list[float], float]] = {}
+            for _ in range(args.rounds):
+                for exe in ("prof", "prof_b"):
+                    t, w = profile(src, args.threads, args.runs, len(labels), exe)
+                    if exe in best:
+                        t, w = [min(a, b) for a, b in zip(best[exe][0], t)], min(best[exe][1], w)
+                    best[exe] = (t, w)
+            against(best["prof"], best["prof_b"], labels, kinds, args.top)
+        elif not args.compare:
             times, whole = profile(src, args.threads, args.runs, len(labels))
             report(times, whole, labels, kinds, args.threads, args.runs, args.top)
         else:

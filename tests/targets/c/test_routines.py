@@ -121,9 +121,10 @@ def _layers_model() -> onnx.ModelProto:
                                            const("be", [32])], ["ye"], strides=[2, 1]))
     out("ye")
     # depthwise, strided, with its Clip and a bias
-    nodes.append(helper.make_node("Conv", [inp("xh", [1, 6, 9, 11]), const("wh", [6, 1, 3, 3]),
-                                           const("bh", [6])], ["ch"], pads=[1, 1, 1, 1],
-                                  strides=[2, 2], group=6))
+    # (20 channels: across channels, groups of 8 or 16 and 4 or 12 planes left)
+    nodes.append(helper.make_node("Conv", [inp("xh", [1, 20, 9, 11]),
+                                           const("wh", [20, 1, 3, 3]), const("bh", [20])],
+                                  ["ch"], pads=[1, 1, 1, 1], strides=[2, 2], group=20))
     nodes.append(helper.make_node("Clip", ["ch", "lo", "hi"], ["yh"]))
     out("yh")
     # dense: Gemm (transB) at batch 3 with ReLU, MatMul by a constant at batch 2
@@ -228,7 +229,8 @@ def _depthwise_model(seed: int) -> onnx.ModelProto:
     rng = np.random.default_rng(seed)
     inits, nodes, inputs, outputs = [], [], [], []
     for i in range(6):
-        c = int(rng.integers(2, 6))        # group = C > 1: depthwise
+        c = int(rng.choice([2, 3, 5, 16, 21]))   # group = C > 1: depthwise (from 16
+        #                                         channels on: across channels)
         h, w = int(rng.integers(1, 9)), int(rng.integers(1, 40))
         r, s = (int(v) for v in rng.choice([1, 2, 3, 5, 7], 2))
         sh, sw = (int(v) for v in rng.integers(1, 4, 2))
@@ -332,28 +334,32 @@ def _window_layers_model() -> onnx.ModelProto:
     """Depthwise and max-pool layers that rt_window_f32 takes flat (strides 1 and 2, planes
     small enough, every input column inside sw * OW): 7 x 7 planes (a partial last vector),
     odd widths, a 5 x 5 window, asymmetric pads, strides (1, 2), a residual add, Clip, a
-    ceil_mode pool; and a stride-1 plane too large to go flat."""
+    ceil_mode pool; and a stride-1 plane too large to go flat. And depthwise layers of at
+    least 16 channels, which go across channels (groups of channels, then the planes left),
+    at batch 1 and 2, strides 1 to 3."""
     rng = np.random.default_rng(5)
     inits, nodes, inputs, outputs = [], [], [], []
-    layers = [  # C, H, W, R, S, sh, sw, pads
-        (5, 7, 7, 3, 3, 1, 1, [1, 1, 1, 1]), (3, 14, 15, 3, 3, 2, 2, [1, 1, 1, 1]),
-        (4, 9, 20, 5, 5, 1, 1, [2, 2, 2, 2]), (2, 14, 14, 3, 3, 2, 2, [1, 1, 0, 0]),
-        (3, 11, 13, 3, 3, 1, 2, [1, 1, 1, 1]), (2, 13, 17, 3, 3, 2, 1, [0, 1, 2, 1]),
-        (2, 60, 61, 3, 3, 1, 1, [1, 1, 1, 1])]
-    for i, (c, h, w, r, s, sh, sw, pads) in enumerate(layers):
+    layers = [  # C, H, W, R, S, sh, sw, pads, N
+        (5, 7, 7, 3, 3, 1, 1, [1, 1, 1, 1], 1), (3, 14, 15, 3, 3, 2, 2, [1, 1, 1, 1], 1),
+        (4, 9, 20, 5, 5, 1, 1, [2, 2, 2, 2], 1), (2, 14, 14, 3, 3, 2, 2, [1, 1, 0, 0], 1),
+        (3, 11, 13, 3, 3, 1, 2, [1, 1, 1, 1], 1), (2, 13, 17, 3, 3, 2, 1, [0, 1, 2, 1], 1),
+        (2, 60, 61, 3, 3, 1, 1, [1, 1, 1, 1], 1),
+        (37, 7, 7, 3, 3, 1, 1, [1, 1, 1, 1], 1), (16, 14, 15, 3, 3, 2, 2, [1, 1, 1, 1], 2),
+        (20, 9, 20, 5, 5, 1, 1, [2, 2, 2, 2], 2), (33, 10, 11, 3, 2, 3, 1, [0, 1, 2, 0], 1)]
+    for i, (c, h, w, r, s, sh, sw, pads, n) in enumerate(layers):
         oh, ow = (h + pads[0] + pads[2] - r) // sh + 1, (w + pads[1] + pads[3] - s) // sw + 1
-        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [1, c, h, w]))
+        inputs.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, [n, c, h, w]))
         inits += [numpy_helper.from_array(rng.standard_normal((c, 1, r, s)).astype(np.float32),
                                           f"w{i}"),
                   numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), f"b{i}")]
         nodes.append(helper.make_node("Conv", [f"x{i}", f"w{i}", f"b{i}"], [f"c{i}"], group=c,
                                       pads=pads, strides=[sh, sw]))
         last = f"c{i}"
-        if i == 2:
-            inputs.append(helper.make_tensor_value_info("r2", TensorProto.FLOAT,
-                                                        [1, c, oh, ow]))
-            nodes.append(helper.make_node("Add", [last, "r2"], ["a2"]))
-            last = "a2"
+        if i in (2, 9):
+            inputs.append(helper.make_tensor_value_info(f"r{i}", TensorProto.FLOAT,
+                                                        [n, c, oh, ow]))
+            nodes.append(helper.make_node("Add", [last, f"r{i}"], [f"a{i}"]))
+            last = f"a{i}"
         if i % 2 == 0:
             nodes.append(helper.make_node("Clip", [last, "lo", "hi"], [f"y{i}"]))
             last = f"y{i}"
@@ -370,26 +376,27 @@ def _window_layers_model() -> onnx.ModelProto:
 
 
 @pytest.mark.parametrize("build", ["native", "portable"])
-def test_window_routines_flat_and_by_rows_give_the_same_bits(build):
-    """rt_window_f32's two paths (dwconv_f32.c: flat, and by rows, forced for every layer
-    with -DRT_DW_FLAT=0) sum every lane's taps in one order: the same bits, and the
-    reference's values."""
+def test_window_routines_across_channels_flat_and_by_rows_give_the_same_bits(build):
+    """rt_window_f32's three paths (dwconv_f32.c: across channels; flat, forced for every
+    layer with -DRT_DW_LANES=0; by rows, with -DRT_DW_FLAT=0 too) sum every lane's taps in
+    one order: the same bits, and the reference's values."""
     graph = import_model(_window_layers_model())
     x = _inputs(graph)
     ref = run_graph(graph, x)
     outs = []
-    for flat in ("", " -DRT_DW_FLAT=0"):
-        module = retarget.compile(graph, "c", config={"cflags": BUILDS[build] + flat,
+    for paths in ("", " -DRT_DW_LANES=0", " -DRT_DW_LANES=0 -DRT_DW_FLAT=0"):
+        module = retarget.compile(graph, "c", config={"cflags": BUILDS[build] + paths,
                                                       "openmp": False})
         try:
             calls = [c for k in module.kernels.values() for c in k.program.calls]
             assert sorted(c.routine.name for c in calls) == \
-                ["rt_dwconv_f32"] * 7 + ["rt_maxpool_f32"] * 3, [c.node for c in calls]
+                ["rt_dwconv_f32"] * 11 + ["rt_maxpool_f32"] * 3, [c.node for c in calls]
             outs.append(module.run(x))
         finally:
             module.close()
     for k in ref:
-        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+        for other in outs[1:]:
+            np.testing.assert_array_equal(outs[0][k], other[k], err_msg=k)
         scale = float(np.max(np.abs(ref[k]))) or 1.0
         np.testing.assert_allclose(outs[0][k], ref[k], rtol=1e-4, atol=1e-5 * scale,
                                    err_msg=k)

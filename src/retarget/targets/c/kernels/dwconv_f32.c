@@ -322,6 +322,146 @@ RT_INLINE void rt_dw_flat_plane3(const float *restrict stage, rt_dw_flat_t f,
     }
 }
 
+/* Across channels (a depthwise convolution of at least RT_VL channels): RT_VL channels at
+   a time, a vector's lanes being the group's channels at one position, as in a blocked
+   NCHW[16c] layout. A small plane's own vectors are mostly row edges and lane masks (a
+   7 x 7 plane is 4 vectors for 49 outputs); across channels every tap of every output is
+   one whole, aligned vector. A band of the group's input rows is staged transposed,
+   [rows][cols][RT_VL] with `fill` around the input, and RT_VL outputs at a time are
+   transposed back into their channel planes for the epilogue. Every lane sums its taps in
+   rt_dw_row's order, so the paths give the same bits. */
+#ifndef RT_DW_LANES
+#define RT_DW_LANES 1         /* 0: no layer across channels (the tests compare the paths) */
+#endif
+/* Layers of at most this many output positions a plane go across channels: measured in
+   MobileNet v1 (docs/benchmarks.md, bench_aot_c, "Depthwise layers across channels"), its
+   56 x 56 outputs gain (0.177 -> 0.150 ms at stride 1, 0.141 -> 0.126 at stride 2 from
+   112 x 112) and its 112 x 112 ones lose (0.146 -> 0.161), where a plane's own vectors are
+   mostly whole. */
+#ifndef RT_DW_LANES_MAX
+#define RT_DW_LANES_MAX 4096
+#endif
+
+typedef struct {
+    int cols;          /* staged columns: pl + W or what the taps reach */
+    int band;          /* output rows per staged band */
+    int rows;          /* staged rows of a whole band */
+} rt_dw_lanes_t;
+
+/* The band: as many output rows as the stage holds, rounded down to make band * OW whole
+   vectors where that leaves any (so that only a plane's last vector is partial); band 0:
+   not even one output row fits. */
+RT_INLINE rt_dw_lanes_t rt_dw_lanes(int W, int pl, int R, int S, int sh, int sw, int OH,
+                                    int OW)
+{
+    rt_dw_lanes_t g;
+    int cols = (OW - 1) * sw + S, whole = 1;
+    g.cols = cols > pl + W ? cols : pl + W;
+    g.band = ((RT_DW_STAGE / RT_VL / g.cols) - R) / sh + 1;
+    if (g.band > OH) g.band = OH;
+    while (whole * OW % RT_VL) whole++;
+    if (g.band > whole && g.band < OH) g.band -= g.band % whole;
+    if (g.band < 0) g.band = 0;
+    g.rows = (g.band - 1) * sh + R;
+    return g;
+}
+
+/* Staged rows 0 .. rows - 1 = input rows ih0 .. of the RT_VL planes from xg (`plane` floats
+   apart), transposed: the rows inside the input RT_VL positions at a time (then the last
+   ones float by float), `fill` across the others. The columns around the input hold
+   `fill` from the start and are never written. */
+RT_INLINE void rt_dw_lanes_stage(const float *restrict xg, ptrdiff_t plane,
+                                 float *restrict stage, rt_dw_lanes_t g, int ih0, int rows,
+                                 int H, int W, int pl, float fill)
+{
+    int a = ih0 < 0 ? -ih0 : 0, b = H - ih0 < rows ? H - ih0 : rows;   /* rows inside */
+    int i, j, k, l, iw = 0;
+    rt_vf m[RT_VL], vfill = rt_vbcast(fill);
+    ptrdiff_t p0 = (ptrdiff_t)(ih0 + a) * W, end = (ptrdiff_t)(ih0 + b) * W;
+    float *d = stage + ((ptrdiff_t)a * g.cols + pl) * RT_VL;
+    for (i = 0; i < rows; i++)
+        if (i < a || i >= b)
+            for (j = 0; j < W; j++)
+                rt_vstore(stage + ((ptrdiff_t)i * g.cols + pl + j) * RT_VL, vfill);
+    for (; p0 + RT_VL <= end; p0 += RT_VL) {
+        for (l = 0; l < RT_VL; l++) m[l] = rt_vload(xg + l * plane + p0);
+        rt_vtranspose(m);
+        for (k = 0; k < RT_VL; k++) {
+            rt_vstore(d + iw * RT_VL, m[k]);
+            if (++iw == W) iw = 0, d += (ptrdiff_t)g.cols * RT_VL;
+        }
+    }
+    for (; p0 < end; p0++) {
+        for (l = 0; l < RT_VL; l++) d[iw * RT_VL + l] = xg[l * plane + p0];
+        if (++iw == W) iw = 0, d += (ptrdiff_t)g.cols * RT_VL;
+    }
+}
+
+/* `n` outputs (n = 4 or 1: a constant once inlined) whose taps start at stage + at[j]:
+   bias, then the taps in three partial sums as rt_dw_row adds them. */
+RT_INLINE void rt_dw_lanes_out(const float *restrict stage, const int *restrict at,
+                               const int *restrict toff, const rt_vf *restrict wv, rt_vf bv,
+                               int RS, rt_vf *restrict out, int n)
+{
+    rt_vf a0[4], a1[4], a2[4];
+    int j, t;
+    for (j = 0; j < n; j++) a0[j] = bv, a1[j] = rt_vbcast(0.0f), a2[j] = rt_vbcast(0.0f);
+    for (t = 0; t + 3 <= RS; t += 3)
+        for (j = 0; j < n; j++) {
+            const float *in = stage + at[j];
+            a0[j] = rt_vfmav(a0[j], rt_vload(in + toff[t]), wv[t]);
+            a1[j] = rt_vfmav(a1[j], rt_vload(in + toff[t + 1]), wv[t + 1]);
+            a2[j] = rt_vfmav(a2[j], rt_vload(in + toff[t + 2]), wv[t + 2]);
+        }
+    for (; t < RS; t++)
+        for (j = 0; j < n; j++) a0[j] = rt_vfmav(a0[j], rt_vload(stage + at[j] + toff[t]), wv[t]);
+    for (j = 0; j < n; j++) out[j] = rt_vadd(rt_vadd(a0[j], a1[j]), a2[j]);
+}
+
+/* One group of RT_VL channels (planes c0 .. of image n, at x, res and y), band by band:
+   each band staged, its outputs RT_VL positions at a time, transposed back, then + res and
+   the activation per plane. */
+RT_INLINE void rt_dw_lanes_group(const float *restrict x, float *restrict stage,
+                                 rt_dw_lanes_t g, const int *restrict toff,
+                                 const float *restrict w, const float *restrict bias,
+                                 const float *restrict res, float *restrict y, int c0, int H,
+                                 int W, int pt, int pl, int RS, int R, int sh, int sw, int OH,
+                                 int OW, int act, float lo, float hi)
+{
+    int P = OH * OW, oh0, q0, i, j, t, at[RT_VL];
+    rt_vf wv[RT_DW_TAPS], out[RT_VL], bv;
+    RT_ALIGN64 float lanes[RT_VL];
+    for (t = 0; t < RS; t++) {
+        for (i = 0; i < RT_VL; i++) lanes[i] = w[(ptrdiff_t)(c0 + i) * RS + t];
+        wv[t] = rt_vload(lanes);
+    }
+    for (i = 0; i < RT_VL; i++) lanes[i] = bias ? bias[c0 + i] : 0.0f;
+    bv = rt_vload(lanes);
+    for (oh0 = 0; oh0 < OH; oh0 += g.band) {
+        int oh1 = OH - oh0 < g.band ? OH : oh0 + g.band, oh = oh0, ow = 0;
+        rt_dw_lanes_stage(x, (ptrdiff_t)H * W, stage, g, oh0 * sh - pt,
+                          (oh1 - oh0 - 1) * sh + R, H, W, pl, 0.0f);
+        for (q0 = oh0 * OW; q0 < oh1 * OW; q0 += RT_VL) {
+            int n = oh1 * OW - q0 < RT_VL ? oh1 * OW - q0 : RT_VL;
+            for (j = 0; j < n; j++) {
+                at[j] = ((oh - oh0) * sh * g.cols + ow * sw) * RT_VL;
+                if (++ow == OW) ow = 0, oh++;
+            }
+            for (j = 0; j + 4 <= n; j += 4)
+                if (RS == 9) rt_dw_lanes_out(stage, at + j, toff, wv, bv, 9, out + j, 4);
+                else rt_dw_lanes_out(stage, at + j, toff, wv, bv, RS, out + j, 4);
+            for (; j < n; j++) rt_dw_lanes_out(stage, at + j, toff, wv, bv, RS, out + j, 1);
+            for (; j < RT_VL; j++) out[j] = rt_vbcast(0.0f);   /* past the band: not stored */
+            rt_vtranspose(out);
+            for (i = 0; i < RT_VL; i++) {
+                ptrdiff_t o = (ptrdiff_t)i * P;
+                rt_dw_flat_store(out[i], res ? res + o : 0, y + o, q0, oh1 * OW, act, lo, hi,
+                                 0);
+            }
+        }
+    }
+}
+
 /* The plane loop of rt_dwconv_f32 and rt_maxpool_f32 (`max`): each plane staged, then
    flat or by rows. */
 RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
@@ -339,6 +479,10 @@ RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
     int use_flat = RT_DW_FLAT && sh <= 2 && sw <= 2 && S <= RT_DW_MAXS && sw * OW >= W &&
                    staged <= (sh * sw == 1 ? RT_DW_FLAT1 : RT_DW_STAGE);
     float fill = max ? -INFINITY : 0.0f;
+    rt_dw_lanes_t across = rt_dw_lanes(W, pl, R, S, sh, sw, OH, OW);
+    int groups = RT_DW_LANES && !max && R * S <= RT_DW_TAPS && across.band > 0 &&
+                 OH * OW <= RT_DW_LANES_MAX ? C / RT_VL : 0;
+    int rest = C - groups * RT_VL;      /* the channels left to the plane paths */
 #ifdef _OPENMP
 #pragma omp parallel
 #endif
@@ -347,8 +491,22 @@ RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
     int taps[RT_DW_TAPS], ds[RT_DW_MAXS];
     RT_ALIGN64 int32_t lane[3][RT_VL];
     rt_vi lanes[3];
-    int p, r, s, k;
-    if (use_flat) {
+    int p, pr, r, s, k;
+    if (groups) {
+        for (r = 0; r < R; r++)
+            for (s = 0; s < S; s++) taps[r * S + s] = (r * across.cols + s) * RT_VL;
+        for (k = 0; k < across.rows * across.cols * RT_VL; k++) stage[k] = fill;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (p = 0; p < N * groups; p++) {
+            ptrdiff_t c0 = (ptrdiff_t)(p / groups) * C + p % groups * RT_VL;
+            rt_dw_lanes_group(x + c0 * H * W, stage, across, taps, w, bias,
+                              res ? res + c0 * OH * OW : 0, y + c0 * OH * OW, (int)(c0 % C),
+                              H, W, pt, pl, R * S, R, sh, sw, OH, OW, act, lo, hi);
+        }
+    }
+    if (rest && use_flat) {
         for (k = 0; k < RT_VL; k++) {
             lane[0][k] = k % OW;
             lane[1][k] = RT_VL % OW;
@@ -363,14 +521,15 @@ RT_INLINE void rt_window_f32(const float *restrict x, const float *restrict w,
                 int phase = a * sw + (s - pl - sw * ds[s]);
                 taps[r * S + s] = phase * flat.len + dr * OW + ds[s];
             }
-    } else
+    } else if (rest)
         for (r = 0; r < R; r++)
             for (s = 0; s < S; s++) taps[r * S + s] = r * row + (s % sw) * len + s / sw;
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-    for (p = 0; p < N * C; p++) {
-        int c = p % C, oh0, oh, i;
+    for (pr = 0; pr < N * rest; pr++) {
+        int c = groups * RT_VL + pr % rest, oh0, oh, i;
+        p = pr / rest * C + c;      /* the plane */
         const float *xp = x + (ptrdiff_t)p * H * W;
         const float *wc = max ? 0 : w + (ptrdiff_t)c * R * S;
         float b = bias ? bias[c] : 0.0f;

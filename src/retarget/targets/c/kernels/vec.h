@@ -58,6 +58,12 @@ static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
 #else
 { int l; for (l = 0; l < RT_VL; l++) acc.v[l] += a.v[l] * b; return acc; }
 #endif
+static inline rt_vf rt_vfmav(rt_vf acc, rt_vf a, rt_vf b)
+#if RT_FMA
+{ int l; for (l = 0; l < RT_VL; l++) acc.v[l] = fmaf(a.v[l], b.v[l], acc.v[l]); return acc; }
+#else
+{ int l; for (l = 0; l < RT_VL; l++) acc.v[l] += a.v[l] * b.v[l]; return acc; }
+#endif
 typedef struct { int32_t v[RT_VL]; } rt_vi;
 static inline rt_vi rt_viload(const int32_t *p) { rt_vi r; memcpy(r.v, p, sizeof r.v); return r; }
 static inline void rt_vistore(int32_t *p, rt_vi a) { memcpy(p, a.v, sizeof a.v); }
@@ -84,6 +90,16 @@ static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b)
 #error "RT_FMA=1 needs AVX2-era FMA (x86) for these vectors; build with -DRT_FMA=0"
 #else
 static inline rt_vf rt_vfma(rt_vf acc, rt_vf a, float b) { return acc + a * b; }
+#endif
+/* rt_vfmav: rt_vfma with a vector of multipliers (one per lane), rounded as rt_vfma is */
+#if RT_FMA && RT_VL == 16
+static inline rt_vf rt_vfmav(rt_vf acc, rt_vf a, rt_vf b)
+{ return (rt_vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc); }
+#elif RT_FMA
+static inline rt_vf rt_vfmav(rt_vf acc, rt_vf a, rt_vf b)
+{ return (rt_vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc); }
+#else
+static inline rt_vf rt_vfmav(rt_vf acc, rt_vf a, rt_vf b) { return acc + a * b; }
 #endif
 typedef int32_t rt_vi __attribute__((vector_size(RT_VL * 4), aligned(4)));
 static inline rt_vi rt_viload(const int32_t *p) { return *(const rt_vi *)p; }
@@ -166,6 +182,33 @@ static inline rt_vf rt_vadd(rt_vf a, rt_vf b)
 #    define RT_SHUFFLE1(a, b, o) __builtin_shuffle(a, b, (rt_vi){o, o + 1, o + 2, o + 3, \
          o + 4, o + 5, o + 6, o + 7})
 #  endif
+/* rt_vtranspose: lane j of m[i] <-> lane i of m[j]. One step per bit s of a lane number
+   (s = 1, 2, 4, ...) swaps that bit between the row and the lane number of every float:
+   rows i and i + s (bit s of i clear) become two two-input shuffles of themselves. */
+#  define RT_TLO(c, s) (((c) & (s)) ? RT_VL + (c) - (s) : (c))
+#  define RT_THI(c, s) (((c) & (s)) ? RT_VL + (c) : (c) + (s))
+#  if RT_VL == 16
+#    define RT_TLANES(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), \
+         F(7, s), F(8, s), F(9, s), F(10, s), F(11, s), F(12, s), F(13, s), F(14, s), F(15, s)
+#  else
+#    define RT_TLANES(F, s) F(0, s), F(1, s), F(2, s), F(3, s), F(4, s), F(5, s), F(6, s), \
+         F(7, s)
+#  endif
+#  if defined(__clang__)
+#    define RT_TSHUF(a, b, F, s) __builtin_shufflevector(a, b, RT_TLANES(F, s))
+#  else
+#    define RT_TSHUF(a, b, F, s) __builtin_shuffle(a, b, (rt_vi){RT_TLANES(F, s)})
+#  endif
+#  define RT_TSTEP(m, s) do { int i_; for (i_ = 0; i_ < RT_VL; i_++) if (!(i_ & (s))) { \
+         rt_vf lo_ = RT_TSHUF(m[i_], m[i_ + (s)], RT_TLO, s); \
+         m[i_ + (s)] = RT_TSHUF(m[i_], m[i_ + (s)], RT_THI, s); m[i_] = lo_; } } while (0)
+RT_INLINE void rt_vtranspose(rt_vf *m)
+{
+    RT_TSTEP(m, 1); RT_TSTEP(m, 2); RT_TSTEP(m, 4);
+#  if RT_VL == 16
+    RT_TSTEP(m, 8);
+#  endif
+}
 RT_INLINE rt_vf rt_veven(rt_vf a, rt_vf b) { return RT_SHUFFLE2(a, b, 0); }
 RT_INLINE rt_vf rt_vodd(rt_vf a, rt_vf b) { return RT_SHUFFLE2(a, b, 1); }
 RT_INLINE rt_vf rt_vprev1(rt_vf a, rt_vf b) { return RT_SHUFFLE1(a, b, RT_VL - 1); }
@@ -175,6 +218,12 @@ RT_INLINE rt_vi rt_vi_outside(rt_vi ow, int ds, rt_vi OW)
 RT_INLINE rt_vi rt_vi_step(rt_vi ow, rt_vi step, rt_vi OW)
 { ow = ow + step; return ow - ((ow >= OW) & OW); }
 #else
+static inline void rt_vtranspose(rt_vf *m)
+{
+    int i, j;
+    for (i = 0; i < RT_VL; i++)
+        for (j = 0; j < i; j++) { float t = m[i].v[j]; m[i].v[j] = m[j].v[i]; m[j].v[i] = t; }
+}
 static inline rt_vf rt_veven(rt_vf a, rt_vf b)
 { int l; rt_vf r; for (l = 0; l < RT_VL; l++) r.v[l] = 2 * l < RT_VL ? a.v[2 * l] : b.v[2 * l - RT_VL]; return r; }
 static inline rt_vf rt_vodd(rt_vf a, rt_vf b)
