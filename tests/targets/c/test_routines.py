@@ -154,7 +154,9 @@ def test_routines_match_the_reference_on_odd_shapes(build):
         assert all(p.placement == "c" for p in module.report.nodes)
         calls = [c for k in module.kernels.values() for c in k.program.calls]
         used = sorted(c.routine.name for c in calls if c.routine is not None)
-        assert used.count("rt_pointwise_f32") == 8 and used.count("rt_conv_f32") == 6, used
+        # (the 1 x 1 layers at stride 1 on fewer than 64 positions: rt_pointwise_cl_f32)
+        assert used.count("rt_pointwise_f32") == 6 and used.count("rt_conv_f32") == 6 and \
+            used.count("rt_pointwise_cl_f32") == 2, used
         # the im2col layers' Pads were folded into their calls; rt_conv_f32's stay
         pads = [c.routine.name if c.routine else None for c in calls
                 if c.node.startswith("Pad")]
@@ -407,14 +409,17 @@ def _pointwise_model(seed: int) -> tuple[onnx.ModelProto, list[dict]]:
     below, at and past one and two of rt_pointwise_f32's channel chunks (and odd, and few:
     a band of groups), output channels leaving a partial weight block, maps whose positions
     end inside a group of positions (and one of whole groups), strides 1-3, batch 1-2, with
-    and without bias, residual add, ReLU or Clip."""
+    and without bias, residual add, ReLU or Clip. And maps of fewer than 64 positions at
+    stride 1, which rt_pointwise_cl_f32 takes: 7 x 7 (its groups of 25 positions, the last
+    starting early), 10, 5 and 3 positions (its groups of 8, 4 and 1)."""
     rng = np.random.default_rng(seed)
     chunk = _POINTWISE_CHUNK
     channels = [chunk - 3, chunk, chunk + 1, 2 * chunk + 37, int(rng.integers(3, 3 * chunk)) | 1,
-                2 * chunk + 1, 7]
-    # the last two: 64 positions (whole groups only); 7 channels on 150 positions (one
-    # chunk, a band of several groups' panels)
-    maps = {len(channels) - 2: (8, 8, 1, 1), len(channels) - 1: (10, 15, 1, 1)}
+                2 * chunk + 1, 7, chunk + 5, 9, 33, 4]
+    # 64 positions (whole groups only); 7 channels on 150 positions (one chunk, a band of
+    # several groups' panels); then rt_pointwise_cl_f32's
+    maps = {len(channels) - 6 + i: m for i, m in enumerate(
+        [(8, 8, 1, 1), (10, 15, 1, 1), (7, 7, 1, 1), (2, 5, 1, 1), (1, 5, 1, 1), (3, 1, 1, 1)])}
     inits, nodes, inputs, outputs, layers = [], [], [], [], []
     for i, c in enumerate(channels):
         n, k = int(rng.integers(1, 3)), int(rng.integers(1, 40))
@@ -483,8 +488,9 @@ def _pointwise_in_order(layer: dict, x: dict) -> np.ndarray:
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_pointwise_routine_is_its_in_order_sum_across_chunks(seed):
-    """rt_pointwise_f32 on random 1x1 layers, several wider than one chunk of its panel, equals
-    the float32 loop of _pointwise_in_order bit for bit in every unfused build and on two
+    """rt_pointwise_f32 on random 1x1 layers, several wider than one chunk of its panel, and
+    rt_pointwise_cl_f32 on small maps, equal the float32 loop of _pointwise_in_order bit for
+    bit in every unfused build and on two
     threads: the partial sums kept between chunks change nothing, no chunk, tail or lane is
     lost."""
     model, layers = _pointwise_model(seed)
@@ -498,9 +504,10 @@ def test_pointwise_routine_is_its_in_order_sum_across_chunks(seed):
         module = retarget.compile(graph, "c", config={"cflags": cflags, "openmp": openmp})
         try:
             calls = [c for k in module.kernels.values() for c in k.program.calls]
-            assert [c.routine.name for c in calls if c.routine is not None] == \
-                ["rt_pointwise_f32"] * len(layers), [c.node for c in calls]
-            assert all(c.routine is not None for c in calls), [c.node for c in calls]
+            names = [c.routine.name for c in calls if c.routine is not None]
+            assert len(names) == len(calls) == len(layers), [c.node for c in calls]
+            assert set(names) == {"rt_pointwise_f32", "rt_pointwise_cl_f32"} and \
+                names[-4:] == ["rt_pointwise_cl_f32"] * 4, names
             got = module.run(x)
         finally:
             module.close()

@@ -24,7 +24,8 @@ def weights_4d(data: np.ndarray, transpose: bool) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class BlockPacking:
     """Float weights (weights_4d) in blocks of `block` output channels, the block
-    innermost, zero past K: [ceil(K/block), C, R, S, block] (rt_conv_f32, rt_pointwise_f32)."""
+    innermost, zero past K: [ceil(K/block), C, R, S, block] (rt_conv_f32, rt_pointwise_f32,
+    rt_pointwise_cl_f32)."""
     name: str
     source: str
     block: int

@@ -22,6 +22,10 @@ routine's (`routine_call`), which reads the same tensors in the same layouts:
                       also a layer of few input taps (C R S <= IM2COL_ROWS: a network's
                       first conv on an RGB image), its panel the im2col rows, the zero Pad
                       before it done inside
+    rt_pointwise_cl_f32  packed wp[ceil(K/16)][C][16]: a 1x1 layer at stride 1 on a map of
+                      fewer than CL_POSITIONS positions (7 x 7), the vectors along the output
+                      channels, each position's input broadcast (no lane idle on 49
+                      positions)
     rt_dwconv_f32     a depthwise Conv (group = C = K), weights as they are [C][1][R][S],
                       the zero Pad the explicit-padding pass put before it done inside
                       (no padded copy): vectors along the output columns
@@ -76,6 +80,9 @@ ROUTINES = {
     "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 12,
                                     ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw",
                                      "K", "OH", "OW")),
+    "rt_pointwise_cl_f32": RoutineSpec("rt_pointwise_cl_f32", "pointwise_f32.c", 16,
+                                       ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw",
+                                        "K", "OH", "OW")),
     "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
                                  ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
                                   "OW")),
@@ -382,23 +389,46 @@ def _im2col(L: Layer) -> bool:
             and L.C * L.R * L.S <= IM2COL_ROWS)
 
 
+CL_POSITIONS = 64
+
+
+def _channels_in_lanes(L: Layer) -> bool:
+    """A 1 x 1 layer at stride 1 on fewer than CL_POSITIONS positions: rt_pointwise_cl_f32,
+    whose vectors run along the output channels. Positions in lanes, a 7 x 7 map's 49 fill
+    64 lanes (32 of its last group's for 17 positions). Measured per call, one thread:
+    MobileNet v1's 7 x 7 1 x 1 layers 0.541 -> 0.456 ms (1024 channels) and 0.262 -> 0.241
+    (512 in), ResNet-50's 1 x 1 calls 21.1 -> 19.8 ms; but a 14 x 14 one, 512 channels,
+    0.429 -> 0.446 ms (docs/benchmarks.md, bench_aot_c, "7 x 7 1 x 1 layers with channels in
+    lanes")."""
+    return (_pointwise(L) and (L.R, L.S, L.sh, L.sw, L.pt, L.pl) == (1, 1, 1, 1, 0, 0)
+            and L.OH * L.OW < CL_POSITIONS)
+
+
+def _routine_name(L: Layer) -> str:
+    """The routine of a weighted layer."""
+    if L.depthwise:
+        return "rt_dwconv_f32"
+    if _channels_in_lanes(L):
+        return "rt_pointwise_cl_f32"
+    return "rt_pointwise_f32" if _pointwise(L) else "rt_conv_f32"
+
+
 def _routine(layer: Layer, ep: Epilogue, kernel: Kernel) -> Routine:
     L = layer
     names = [t.name for t in kernel.params]
     bias = names.index(L.bias.name) if L.bias is not None else -1
     res = names.index(ep.residual.name) if ep.residual is not None else -1
     operands = (0, 1, bias, res, len(names) - 1)
-    pointwise = _pointwise(L)
+    name = _routine_name(L)
     floats = (ep.lo, ep.hi) if ep.act == ACT_CLIP else (0.0, 0.0)
     if L.depthwise:
         h, w = L.x.type.shape[2:]
-        return Routine("rt_dwconv_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh,
-                                                   L.sw, L.OH, L.OW, ep.act), floats)
-    if pointwise:
+        return Routine(name, operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh, L.sw,
+                                        L.OH, L.OW, ep.act), floats)
+    if name != "rt_conv_f32":
         h, w = L.x.type.shape[2:]
-        return Routine("rt_pointwise_f32", operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S,
-                                                      L.sh, L.sw, L.K, L.OH, L.OW, ep.act),
-                       floats)
+        return Routine(name, operands, (L.N, L.C, h, w, L.pt, L.pl, L.R, L.S, L.sh, L.sw,
+                                        L.K, L.OH, L.OW, ep.act), floats)
     return Routine("rt_conv_f32", operands, (L.N, L.C, L.Hp, L.Wp, L.K, L.R, L.S, L.sh, L.sw,
                                              L.OH, L.OW, ep.act), floats)
 
@@ -449,7 +479,7 @@ def plan_routines(region: Region) -> list[Fused]:
         if ep.residual is not None and ep.residual.name == layer.x.name:
             ep = Epilogue((), None, ACT_NONE, 0.0, 0.0)
         out = (ep.nodes[-1] if ep.nodes else node).outputs[0]
-        block = ROUTINES["rt_pointwise_f32" if _pointwise(layer) else "rt_conv_f32"].block
+        block = ROUTINES[_routine_name(layer)].block
         packed = BlockPacking(f"{layer.w.name}__b{block}{'t' if layer.transpose else ''}",
                               layer.w.name, block, layer.transpose)
         k = carrier(layer, packed, ep, out, block)
@@ -517,6 +547,9 @@ def check_routine(call: Call) -> None:
                        f"{h}x{wd}")
         if (rr, ss) != (1, 1) and c * rr * ss > IM2COL_ROWS:
             raise fail(f"{c * rr * ss} im2col rows: more than its {IM2COL_ROWS}")
+        if r.name == "rt_pointwise_cl_f32" and (rr, ss, pt, pl, sh, sw) != (1, 1, 0, 0, 1, 1):
+            raise fail(f"a {rr}x{ss} window at strides {sh}, {sw} padded by ({pt}, {pl}): it "
+                       f"takes a 1x1 window at stride 1, unpadded")
         xs, ys = n * c * h * wd, n * kk * oh * ow
         ws = -(-kk // spec.block) * c * rr * ss * spec.block
     sizes = [(x, xs), (wp, ws), (y, ys), (res, ys)]

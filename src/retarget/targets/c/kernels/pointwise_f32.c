@@ -312,3 +312,96 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
         }
     }
 }
+
+/* rt_pointwise_cl_f32: a 1 x 1 layer at stride 1 on a map of few positions (MobileNet v1's
+   and ResNet-50's 7 x 7 ones), turned around: the vectors along the output channels, the
+   weights packed wp[ceil(K/16)][C][16], a position's input broadcast straight from x (its
+   channels HW floats apart), RT_CL_NT positions at a time. Positions in lanes, 49 positions
+   fill 64 lanes, and rt_pw_tail's 12-channel blocks fill 12 of 16; here every lane is an
+   output. A map's last group of positions starts early enough to end at its last position
+   (it recomputes some outputs of the group before it, which write the same values). Each
+   output sums its channels one by one from 0 in order, then bias + sum, + res, act:
+   rt_pointwise_f32's order, so the same bits. */
+#define RT_CL_B 16                       /* output channels per packed block (routines.py) */
+#define RT_CL_V (RT_CL_B / RT_VL)        /* vectors of a block: 1 (AVX-512) or 2 */
+#define RT_CL_NT (RT_CL_V == 1 ? 25 : 12 / RT_CL_V)   /* positions: 25 accumulators */
+typedef char rt_cl_block_is_whole_vectors[RT_CL_B % RT_VL == 0 ? 1 : -1];
+
+/* Output channels kb * 16 .. (those below K) at positions p0 .. p0 + nt - 1 (nt: a constant
+   once inlined), over all C channels, through the epilogue. */
+RT_INLINE void rt_cl_group(const float *restrict xn, const float *restrict wb,
+                           const float *restrict bias, const float *restrict rn,
+                           float *restrict yn, int C, int HW, int K, int P, int kb, int p0,
+                           int nt, int act, float lo, float hi)
+{
+    RT_ALIGN64 float lanes[RT_CL_B];
+    rt_vf acc[RT_CL_NT][RT_CL_V], w[RT_CL_V], b[RT_CL_V];
+    const float *xc = xn + p0;
+    int kn = K - kb * RT_CL_B < RT_CL_B ? K - kb * RT_CL_B : RT_CL_B, c, i, j, v;
+    RT_UNROLL
+    for (j = 0; j < nt; j++)
+        for (v = 0; v < RT_CL_V; v++) acc[j][v] = rt_vbcast(0.0f);
+    for (c = 0; c < C; c++, xc += HW, wb += RT_CL_B) {
+#if RT_VECTOR_EXTENSIONS
+        __builtin_prefetch(wb + RT_PF);    /* a hint: past the weights it reads nothing */
+#endif
+        for (v = 0; v < RT_CL_V; v++) w[v] = rt_vload(wb + v * RT_VL);
+        RT_UNROLL
+        for (j = 0; j < nt; j++)
+            for (v = 0; v < RT_CL_V; v++) acc[j][v] = rt_vfma(acc[j][v], w[v], xc[j]);
+    }
+    for (i = 0; i < RT_CL_B; i++) lanes[i] = bias && i < kn ? bias[kb * RT_CL_B + i] : 0.0f;
+    for (v = 0; v < RT_CL_V; v++) b[v] = rt_vload(lanes + v * RT_VL);
+    for (j = 0; j < nt; j++) {
+        for (v = 0; v < RT_CL_V; v++) {   /* the epilogue: bias + sum, (+ res,) act */
+            rt_vf t = rt_vadd(b[v], acc[j][v]);
+            rt_vstore(lanes + v * RT_VL, rn ? t : rt_vact(t, act, lo, hi));
+        }
+        for (i = 0; i < kn; i++) {
+            ptrdiff_t o = (ptrdiff_t)(kb * RT_CL_B + i) * P + p0 + j;
+            yn[o] = rn ? rt_act(lanes[i] + rn[o], act, lo, hi) : lanes[i];
+        }
+    }
+}
+
+/* Every group of nt positions (P >= nt) of block kb. */
+RT_INLINE void rt_cl_groups(const float *restrict xn, const float *restrict wb,
+                            const float *restrict bias, const float *restrict rn,
+                            float *restrict yn, int C, int K, int P, int kb, int nt, int act,
+                            float lo, float hi)
+{
+    int p0 = 0, last = 0;
+    for (; !last; p0 += nt) {
+        if (p0 + nt >= P) p0 = P - nt, last = 1;
+        rt_cl_group(xn, wb, bias, rn, yn, C, P, K, P, kb, p0, nt, act, lo, hi);
+    }
+}
+
+/* The arguments are rt_pointwise_f32's; the window is 1 x 1 at stride 1, unpadded
+   (check_routine holds it to that), so H W = OH OW = P. */
+static void rt_pointwise_cl_f32(const float *restrict x, const float *restrict wp,
+                                const float *restrict bias, const float *restrict res,
+                                float *restrict y, int N, int C, int H, int W, int pt, int pl,
+                                int R, int S, int sh, int sw, int K, int OH, int OW, int act,
+                                float lo, float hi)
+{
+    int P = OH * OW, blocks = (K + RT_CL_B - 1) / RT_CL_B, n, kb;
+    (void)H; (void)W; (void)pt; (void)pl; (void)R; (void)S; (void)sh; (void)sw;
+    for (n = 0; n < N; n++) {
+        const float *xn = x + (ptrdiff_t)n * C * P;
+        const float *rn = res ? res + (ptrdiff_t)n * K * P : 0;
+        float *yn = y + (ptrdiff_t)n * K * P;
+        RT_PARALLEL_FOR
+        for (kb = 0; kb < blocks; kb++) {
+            const float *wb = wp + (ptrdiff_t)kb * C * RT_CL_B;
+            /* the positions a group takes (at most P), a constant in each inlined copy */
+#define RT_CL_GROUPS(nt) rt_cl_groups(xn, wb, bias, rn, yn, C, K, P, kb, \
+                                      (nt) < RT_CL_NT ? (nt) : RT_CL_NT, act, lo, hi)
+            if (P >= RT_CL_NT) RT_CL_GROUPS(RT_CL_NT);
+            else if (P >= 8) RT_CL_GROUPS(8);
+            else if (P >= 4) RT_CL_GROUPS(4);
+            else RT_CL_GROUPS(1);
+#undef RT_CL_GROUPS
+        }
+    }
+}

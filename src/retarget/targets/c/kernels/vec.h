@@ -29,6 +29,14 @@
 #define RT_INLINE static inline
 #endif
 
+/* A loop of a constant trip count above GCC's own limit for unrolling it completely (16),
+   whose array must live in registers (rt_pointwise_cl_f32's 25 accumulators). */
+#if defined(__GNUC__) || defined(__clang__)
+#define RT_UNROLL _Pragma("GCC unroll 32")
+#else
+#define RT_UNROLL
+#endif
+
 /* The routines' parallel loops (C99 _Pragma, so the same text builds without OpenMP). */
 #ifdef _OPENMP
 #define RT_PARALLEL_FOR _Pragma("omp parallel for schedule(static)")
