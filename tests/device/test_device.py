@@ -84,6 +84,18 @@ def test_fifo_order_and_records():
     assert len(dev.history) == 4
 
 
+def test_history_keeps_the_last_records_and_the_count_keeps_them_all(monkeypatch):
+    import retarget.device.base as base
+    monkeypatch.setattr(base, "HISTORY", 3)
+    dev = make_device()
+    out = dev.malloc(16)
+    for i in range(5):
+        dev.submit(Task("fill", {"out": out, "n": 4, "value": i}, name=f"fill {i}"))
+        dev.synchronize()
+    assert [r.name for r in dev.history] == ["fill 2", "fill 3", "fill 4"]
+    assert dev.stats().tasks_completed == 5
+
+
 def test_unknown_kernel_lists_known_ones():
     dev = make_device()
     with pytest.raises(DeviceError, match=r"kernel 'conv'.*unknown kernel; this device has: "

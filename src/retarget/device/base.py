@@ -53,6 +53,7 @@ import math
 import threading
 import time
 from collections import deque
+from contextlib import nullcontext
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
@@ -134,6 +135,8 @@ INITIAL_BACKING = 1 << 20
 # A task argument any kernel may carry: a tuple of pointers to further allocations the task may
 # touch besides its kernel's pointer arguments (e.g. the DRAM image a VTA stream reads and writes).
 MEMORY_ARG = "memory"
+# TaskRecords a device keeps (`history`): its most recent ones.
+HISTORY = 4096
 
 
 class Device:
@@ -266,7 +269,9 @@ class SimulatedDevice(Device):
         self._allocator: BestFitAllocator | None = None
         self._queue: deque[tuple[int, Task]] = deque()
         self._next_task_id = 0
-        self.history: list[TaskRecord] = []   # every completed task, in order
+        # the last HISTORY completed tasks, in order (bounded: a deployed device runs forever)
+        self.history: deque[TaskRecord] = deque(maxlen=HISTORY)
+        self._completed = 0
         self._bytes_in = self._bytes_out = 0
         self._copies_in = self._copies_out = 0
         self._execute_seconds = 0.0
@@ -559,7 +564,8 @@ class SimulatedDevice(Device):
             try:
                 if self.handle_arg is not None and self.handle_arg in task.args:
                     self.check_held(task.args[self.handle_arg], f"task '{task.name}'")
-                with blas_threads(self.options["blas_threads"]):
+                threads = self.options["blas_threads"]
+                with nullcontext() if threads is None else blas_threads(threads):
                     counters = self.execute(task)
             except KeyboardInterrupt:
                 # Ctrl-C: the device stays usable; tasks queued after this one are dropped
@@ -581,6 +587,7 @@ class SimulatedDevice(Device):
                                 self._check_counters(task_id, task, counters))
             records.append(record)
             self.history.append(record)
+            self._completed += 1
         return records
 
     def _check_counters(self, task_id: int, task: Task, counters) -> dict[str, int]:
@@ -628,7 +635,7 @@ class SimulatedDevice(Device):
             copies_to_device=self._copies_in,
             copies_from_device=self._copies_out,
             tasks_submitted=self._next_task_id,
-            tasks_completed=len(self.history),
+            tasks_completed=self._completed,
             tasks_queued=len(self._queue),
             execute_seconds=self._execute_seconds,
             backing_bytes=int(self._memory.size),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,6 +19,11 @@ def dtype_name(dtype) -> str:
     if name not in DTYPES:
         raise TypeError(f"unsupported dtype {name!r}; supported: {', '.join(DTYPES)}")
     return name
+
+
+@lru_cache(maxsize=None)
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize     # (np.dtype() costs microseconds; a run asks often)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +50,7 @@ class TensorType:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * np.dtype(self.dtype).itemsize
+        return self.numel * _itemsize(self.dtype)
 
     @staticmethod
     def of(array: np.ndarray) -> "TensorType":

@@ -256,10 +256,14 @@ class _Progress:
 
     def __init__(self, total: int):
         self.total, self.start, self.shown = total, time.perf_counter(), False
-        self.enabled = sys.stderr.isatty()
+        self.enabled: bool | None = None    # a terminal? asked once the run is long (a syscall)
 
     def update(self, done: int, name: str) -> None:
-        if self.enabled and time.perf_counter() - self.start > self.DELAY:
+        if self.enabled is False or time.perf_counter() - self.start <= self.DELAY:
+            return
+        if self.enabled is None:
+            self.enabled = sys.stderr.isatty()
+        if self.enabled:
             self.shown = True
             sys.stderr.write(f"\rretarget: region {done}/{self.total} ({name}) "
                              f"{time.perf_counter() - self.start:.1f} s\x1b[K")

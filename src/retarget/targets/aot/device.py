@@ -112,8 +112,8 @@ class LibraryDevice(SimulatedDevice):
             raise DeviceError(f"{self.name}: task '{task.name}': library {a.get('library')!r} "
                               f"is not loaded")
         spec = loaded.spec
-        held = dict((part, alloc.start) for part, alloc in self.check_held(
-            a.get("library"), f"task '{task.name}'").parts)
+        # (synchronize checked the handle just before, under the same lock)
+        held = dict((part, alloc.start) for part, alloc in self._holdings[a["library"]].parts)
         if (a.get("weights"), a.get("arena")) != (held["weights"], held["arena"]):
             raise DeviceError(f"{self.name}: task '{task.name}': weights / arena pointers "
                               f"{a.get('weights')!r} / {a.get('arena')!r} are not the ones "
