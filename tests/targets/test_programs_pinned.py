@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        'c5f1c1f3514d911dbcc16d5b8d3be3dfa60639798bb2d4296884ff01a622515d',
+        'ad7d0516a7750bc834ea4ce0df4d05d094c31316f2c4409d48caed1953a115a6',
     ('resnet18', 'c:buffered'):
         'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '827ec5c29880a3ae9dd2c09b7fe1339379e50c87fc6590ab677a822e530efd21',
+        'eb6d253ef38789b16894c2c68f4d487ddf3e433318960057e42105a09119f110',
     ('mobilenet_v1', 'c:buffered'):
         '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '9a51187551221c97a64dd76057d0e45367486af1539efb83b5e7da39fb13712b',
+        'ed75c1f02f1b1fddf270f2f03d28964ba676b6052c1c05c778862e5bc3b84e12',
     ('mobilenet_v2', 'c:buffered'):
         'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        'babd6eaf836641ec889d0df9b235b836852ef40d4a301126052404ea2fb8d382',
+        'cf2cd0792e607c744dff018edcb6a2bbe8df6d3b573a75cdfb5cc370526ada3e',
     ('googlenet', 'c:buffered'):
         '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '315565bb9d94ead3a049b8106c84a389e33a4caf37e352be2874fb1d08f195c9',
+        'df88a41c9447937af89627e42547a9dfb2d609370bed093cb84c9336fb241a51',
     ('squeezenet', 'c:buffered'):
         '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '9f2063df7898de99a073bc9d68dca538c607a3cb7679d4d07da52c8ccb15fd1e',
+        '6491f58730eea8be43fbdf96ec0c9eeb01d3776a11378a1576b810df054f8931',
     ('unet', 'c:buffered'):
         'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):

@@ -26,7 +26,8 @@
    tile's partial sums wait in its own output elements (stored and reloaded exactly, so each
    lane still adds its channels one by one from 0 in order: the chunking changes no bit);
    the last chunk applies the epilogue. Threads split the (band, channel block) pairs into
-   contiguous ranges, each thread packing a band's chunk once for the blocks of its range. */
+   contiguous ranges of about equal cost (rt_pw_share), each thread packing a band's chunk
+   once for the blocks of its range. */
 #define RT_PB 12              /* output channels per packed weight block (routines.py) */
 #if RT_VL >= 16
 #define RT_PV 2               /* 12 x 2 accumulators: 24 of AVX-512's 32 registers */
@@ -47,16 +48,56 @@ typedef char rt_pw_panel_holds_rt_pc[RT_PW <= 32 ? 1 : -1];
 #include <omp.h>
 #endif
 
-/* This thread's share [*first, *last) of `total` items: contiguous, sizes within one. */
-RT_INLINE void rt_pw_share(int total, int *first, int *last)
+/* What a group of np positions costs a channel: its multiply-adds (rt_pw_block's RT_PB x
+   RT_PV vectors whole or partial, rt_pw_tail's 8 or RT_PW_TAIL accumulators). */
+#define RT_PW_TAIL 16
+RT_INLINE long rt_pw_group_cost(int np)
+{
+    if (RT_VL >= RT_PB && np <= 8) return 8;
+    if (RT_VL >= RT_PB && np <= RT_PW_TAIL) return RT_PW_TAIL;
+    return RT_PB * RT_PV;
+}
+
+/* The cost of band b of `band` groups (all whole but a map's last group). */
+RT_INLINE long rt_pw_band_cost(int b, int band, int groups, int P)
+{
+    int gn = groups - b * band < band ? groups - b * band : band;
+    int last = P - (b * band + gn - 1) * RT_PW;      /* the positions of its last group */
+    return (gn - 1) * rt_pw_group_cost(RT_PW) + rt_pw_group_cost(last);
+}
+
+/* The first of the (band, block) items, band-major, each costing its band's cost, that
+   starts at or past `target`. */
+RT_INLINE int rt_pw_item_at(long target, int bands, int blocks, int band, int groups, int P)
+{
+    long cum = 0, cost;
+    int b;
+    for (b = 0; b < bands; b++, cum += cost * blocks) {
+        cost = rt_pw_band_cost(b, band, groups, P);
+        if (cum + cost * blocks > target)
+            return b * blocks + (int)((target - cum + cost - 1) / cost);
+    }
+    return bands * blocks;
+}
+
+/* This thread's share [*first, *last) of the items: contiguous, of about equal cost, so that
+   the thread whose share holds a map's last, short group (a 14 x 14 map's last 4 positions)
+   takes more blocks. Measured on two threads against equal counts of items: MobileNet v1's
+   rt_pointwise_f32 calls 2.36 -> 2.22 ms, its 14 x 14 x 512 ones 0.237 -> 0.223 each
+   (docs/benchmarks.md, bench_aot_c, "Two threads: shares of equal cost"). */
+RT_INLINE void rt_pw_share(int bands, int blocks, int band, int groups, int P, int *first,
+                           int *last)
 {
 #ifdef _OPENMP
-    long t = omp_get_thread_num(), nt = omp_get_num_threads();
-    *first = (int)(total * t / nt);
-    *last = (int)(total * (t + 1) / nt);
+    long t = omp_get_thread_num(), nt = omp_get_num_threads(), total = 0;
+    int b;
+    for (b = 0; b < bands; b++) total += rt_pw_band_cost(b, band, groups, P) * blocks;
+    *first = rt_pw_item_at(total * t / nt, bands, blocks, band, groups, P);
+    *last = rt_pw_item_at(total * (t + 1) / nt, bands, blocks, band, groups, P);
 #else
+    (void)band; (void)groups; (void)P;
     *first = 0;
-    *last = total;
+    *last = bands * blocks;
 #endif
 }
 
@@ -203,7 +244,6 @@ RT_INLINE void rt_pw_block(const float *restrict panel, const float *restrict wb
    tile's, but the group costs nt multiply-adds a channel instead of 24 vectors mostly idle
    (MobileNet v1's 14 x 14 1 x 1 layers 0.477 -> 0.431 ms a call; a 7 x 7 map's last 17, at
    20 accumulators, gained nothing). Needs RT_VL >= RT_PB. */
-#define RT_PW_TAIL 16
 RT_INLINE void rt_pw_tail(const float *restrict panel, const float *restrict wb,
                           const float *restrict bias, const float *restrict rn,
                           float *restrict yn, int K, int P, int kb, int p0, int np, int cn,
@@ -267,7 +307,7 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
         {
             RT_ALIGN64 float panel[RT_PANEL];
             int first, last, b;
-            rt_pw_share(bands * blocks, &first, &last);
+            rt_pw_share(bands, blocks, band, groups, P, &first, &last);
             for (b = first / blocks; first < last && b * blocks < last; b++) {
                 int g0 = b * band, gn = groups - g0 < band ? groups - g0 : band;
                 int kb0 = first > b * blocks ? first - b * blocks : 0;
