@@ -58,6 +58,23 @@ def _omp():
     return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL) if name else None
 
 
+# onnxruntime's intra-op threads keep spinning after a run ends, for longer than 0.1 s here,
+# taking a core from whatever runs next in the process: ResNet-18's c on two threads right
+# after an onnxruntime run took 18 ms against 9 alone. Its sessions stop them at the end of
+# each run instead (ort_session). libgomp's idle threads spin for a few milliseconds, which
+# best_ms's warm-up call absorbs.
+
+
+def ort_session(model: bytes, threads: int):
+    """An onnxruntime CPU session on `threads` intra-op threads whose threads stop spinning
+    when a run ends (session.force_spinning_stop; spinning within a run is unchanged)."""
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
+    opts.add_session_config_entry("session.force_spinning_stop", "1")
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+
+
 def best_ms(fn, runs: int) -> float:
     """The best of `runs` timed calls after one warm-up (runs = 0: the warm-up itself, timed)."""
     t0 = time.perf_counter()
@@ -121,7 +138,6 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
     naive = retarget.compile(graph, "c", config={"mode": "naive"})
     buffered = retarget.compile(graph, "c", config={"mode": "buffered"})
     int8 = retarget.compile(retarget.quantize(graph, [x], per_channel=True), "c")
-    import onnxruntime as ort
     with tempfile.TemporaryDirectory() as d:
         qdq = ort_int8_model(model, x, d)
     tvm_run = tvm_runner(model, x)
@@ -132,11 +148,7 @@ def measure(name: str, size: int, runs: int, omp) -> tuple[dict, dict]:
     for label, n in (("1", 1), ("all", cores)):
         if omp is not None:
             omp.omp_set_num_threads(n)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = n, 1
-        sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
-        qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
+        sess, qsess = ort_session(model.SerializeToString(), n), ort_session(qdq, n)
         out["threads"][label] = {
             "c_ms": best_ms(lambda: fast.run(x), runs),
             "naive_ms": best_ms(lambda: naive.run(x), max(1, runs // 3)),
@@ -162,7 +174,6 @@ def interleaved(name: str, size: int, rounds: int, omp, threads: tuple[int, ...]
     int8, at each thread count of `threads`, run one after another in each of `rounds` rounds,
     and each keeps its best round, so all of them see the same background load.
     {threads: {c_ms, ort_ms, int8_ms, ort_int8_ms}}."""
-    import onnxruntime as ort
     model = zoo.build(name, size=size)
     graph = import_model(model)
     x = {"input": np.random.default_rng(0).standard_normal((1, 3, size, size)).astype(np.float32)}
@@ -172,11 +183,7 @@ def interleaved(name: str, size: int, rounds: int, omp, threads: tuple[int, ...]
         qdq = ort_int8_model(model, x, d)
     runners = {}
     for n in threads:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads, opts.inter_op_num_threads = n, 1
-        sess = ort.InferenceSession(model.SerializeToString(), opts,
-                                    providers=["CPUExecutionProvider"])
-        qsess = ort.InferenceSession(qdq, opts, providers=["CPUExecutionProvider"])
+        sess, qsess = ort_session(model.SerializeToString(), n), ort_session(qdq, n)
         runners[n] = {"c_ms": lambda: fast.run(x), "ort_ms": lambda s=sess: s.run(None, x),
                       "int8_ms": lambda: int8.run(x), "ort_int8_ms": lambda s=qsess: s.run(None, x)}
 
