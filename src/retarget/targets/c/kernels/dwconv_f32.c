@@ -374,7 +374,8 @@ RT_INLINE void rt_dw_lanes_stage(const float *restrict xg, ptrdiff_t plane,
                                  float *restrict stage, rt_dw_lanes_t g, int ih0, int rows,
                                  int H, int W, int pl, float fill)
 {
-    int a = ih0 < 0 ? -ih0 : 0, b = H - ih0 < rows ? H - ih0 : rows;   /* rows inside */
+    int a = ih0 < 0 ? (-ih0 < rows ? -ih0 : rows) : 0;       /* rows a .. b - 1 inside */
+    int b = H - ih0 < rows ? H - ih0 : rows;
     int i, j, k, l, iw = 0;
     rt_vf m[RT_VL], vfill = rt_vbcast(fill);
     ptrdiff_t p0 = (ptrdiff_t)(ih0 + a) * W, end = (ptrdiff_t)(ih0 + b) * W;
@@ -453,6 +454,7 @@ RT_INLINE void rt_dw_lanes_group(const float *restrict x, float *restrict stage,
             for (; j < n; j++) rt_dw_lanes_out(stage, at + j, toff, wv, bv, RS, out + j, 1);
             for (; j < RT_VL; j++) out[j] = rt_vbcast(0.0f);   /* past the band: not stored */
             rt_vtranspose(out);
+            RT_UNROLL   /* out[] in registers: MobileNet v1's shapes -11 % alone, -2 % in it */
             for (i = 0; i < RT_VL; i++) {
                 ptrdiff_t o = (ptrdiff_t)i * P;
                 rt_dw_flat_store(out[i], res ? res + o : 0, y + o, q0, oh1 * OW, act, lo, hi,

@@ -29,8 +29,9 @@
 #define RT_INLINE static inline
 #endif
 
-/* A loop of a constant trip count above GCC's own limit for unrolling it completely (16),
-   whose array must live in registers (rt_pointwise_cl_f32's 25 accumulators). */
+/* A loop of a constant trip count that GCC does not unroll completely by itself (above 16
+   iterations, or a body with branches), whose array must live in registers
+   (rt_pointwise_cl_f32's 25 accumulators, rt_dwconv_f32's 16 transposed outputs). */
 #if defined(__GNUC__) || defined(__clang__)
 #define RT_UNROLL _Pragma("GCC unroll 32")
 #else
