@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        '3ccc1da31d7c180ea76a6aa6af12b8d13756d2997e29abaa63dcb5f51204a0b4',
+        '0482cf52b534843b60e8e1c71703d341a3247941031a533e91eb078fe46d44ae',
     ('resnet18', 'c:buffered'):
         'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '483ddef4709bcd6cb61b356a017c212fba8b596f046498fed36268faf1eccab6',
+        '24a2d4af94537a96806ac72b077611083056867750530c5aa3f119be475f4979',
     ('mobilenet_v1', 'c:buffered'):
         '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '39f5ac3f8e176a8b7d0606a6888686fbbd535e7f5c9d3e7ef004df1b604f6e84',
+        '1d21a65480e857d4376cc3add949867baf91a9c8ca702e4d99ea1503cdf69e48',
     ('mobilenet_v2', 'c:buffered'):
         'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '0f9f57509a93d952850a603acfaa19fc8449c688589bbd00294cd73add34c295',
+        'e856b910d5ead29eb12560de81ee8eef04b48ff714392cf32920a54bb418fae4',
     ('googlenet', 'c:buffered'):
         '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '315e7db636e9323a8fc01e310c15fa140523c7ec8b59a9725168dc2dd4b73cae',
+        '5dacc9053c267a9de5b76116f4a961ea4d1aa43263e6098c9bf2427e72c14476',
     ('squeezenet', 'c:buffered'):
         '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '3cd97b9e076bf89e55ceb299c657bb738dfd2b5f453f85ebc7b0cc21d0d2b580',
+        '07982a43437a19dc3da29dec344d937a55493c9ffbe69b1956c6e5651ea0831e',
     ('unet', 'c:buffered'):
         'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):

@@ -53,8 +53,8 @@ import math
 import threading
 import time
 from collections import deque
-from contextlib import nullcontext
 from collections.abc import Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 

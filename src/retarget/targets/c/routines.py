@@ -398,8 +398,7 @@ def _channels_in_lanes(L: Layer) -> bool:
     64 lanes (32 of its last group's for 17 positions). Measured per call, one thread:
     MobileNet v1's 7 x 7 1 x 1 layers 0.541 -> 0.456 ms (1024 channels) and 0.262 -> 0.241
     (512 in), ResNet-50's 1 x 1 calls 21.1 -> 19.8 ms; but a 14 x 14 one, 512 channels,
-    0.429 -> 0.446 ms (docs/benchmarks.md, bench_aot_c, "7 x 7 1 x 1 layers with channels in
-    lanes")."""
+    0.429 -> 0.446 ms (docs/benchmarks.md, bench_aot_c, "Issue 30, fourth round")."""
     return (_pointwise(L) and (L.R, L.S, L.sh, L.sw, L.pt, L.pl) == (1, 1, 1, 1, 0, 0)
             and L.OH * L.OW < CL_POSITIONS)
 

@@ -7,8 +7,11 @@
      y[n, c, oh, ow] = act(bias[c] + sum_{r,s} xpad[n, c, oh*sh + r, ow*sw + s] * w[c, r, s]
                            + res[n, c, oh, ow])
 
-   No padded copy of the input is made; threads split the channel planes, and a plane is
-   staged into a small per-thread buffer one of two ways:
+   No padded copy of the input is made. A layer of at least RT_VL channels and at most
+   RT_DW_LANES_MAX outputs a plane goes across channels (below: RT_VL channels a vector,
+   threads splitting the groups of RT_VL channels). Otherwise, and for the channels left
+   over, threads split the channel planes, and a plane is staged into a small per-thread
+   buffer one of two ways:
 
    - flat (strides 1 and 2, a plane whose staged phases fit the buffer; at stride 1 only
      planes of at most RT_DW_FLAT1 floats, where it measured faster): the plane split into
@@ -18,8 +21,8 @@
      phases, an output row at a time.
 
    Either way the RT_VL outputs of a vector take their taps as contiguous loads, and every
-   lane sums its R x S taps in the same order (three partial sums, below), so the two paths
-   give the same bits and so does a build of any vector width. */
+   lane sums its R x S taps in the same order (three partial sums, below), so the three
+   paths give the same bits and so does a build of any vector width. */
 #define RT_DW_STAGE 16384     /* floats of a thread's staged rows: at least R of
                                  sw * rt_dw_phase_len each */
 #define RT_DW_TAPS 64         /* at most R * S taps */
@@ -334,7 +337,7 @@ RT_INLINE void rt_dw_flat_plane3(const float *restrict stage, rt_dw_flat_t f,
 #define RT_DW_LANES 1         /* 0: no layer across channels (the tests compare the paths) */
 #endif
 /* Layers of at most this many output positions a plane go across channels: measured in
-   MobileNet v1 (docs/benchmarks.md, bench_aot_c, "Depthwise layers across channels"), its
+   MobileNet v1 (docs/benchmarks.md, bench_aot_c, "Issue 30, fourth round"), its
    56 x 56 outputs gain (0.177 -> 0.150 ms at stride 1, 0.141 -> 0.126 at stride 2 from
    112 x 112) and its 112 x 112 ones lose (0.146 -> 0.161), where a plane's own vectors are
    mostly whole. */

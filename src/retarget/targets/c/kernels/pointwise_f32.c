@@ -84,7 +84,7 @@ RT_INLINE int rt_pw_item_at(long target, int bands, int blocks, int band, int gr
    the thread whose share holds a map's last, short group (a 14 x 14 map's last 4 positions)
    takes more blocks. Measured on two threads against equal counts of items: MobileNet v1's
    rt_pointwise_f32 calls 2.36 -> 2.22 ms, its 14 x 14 x 512 ones 0.237 -> 0.223 each
-   (docs/benchmarks.md, bench_aot_c, "Two threads: shares of equal cost"). */
+   (docs/benchmarks.md, bench_aot_c, "Issue 30, fourth round"). */
 RT_INLINE void rt_pw_share(int bands, int blocks, int band, int groups, int P, int *first,
                            int *last)
 {
@@ -356,7 +356,7 @@ static void rt_pointwise_f32(const float *restrict x, const float *restrict wp,
 /* rt_pointwise_cl_f32: a 1 x 1 layer at stride 1 on a map of few positions (MobileNet v1's
    and ResNet-50's 7 x 7 ones), turned around: the vectors along the output channels, the
    weights packed wp[ceil(K/16)][C][16], a position's input broadcast straight from x (its
-   channels HW floats apart), RT_CL_NT positions at a time. Positions in lanes, 49 positions
+   channels P floats apart), RT_CL_NT positions at a time. Positions in lanes, 49 positions
    fill 64 lanes, and rt_pw_tail's 12-channel blocks fill 12 of 16; here every lane is an
    output. A map's last group of positions starts early enough to end at its last position
    (it recomputes some outputs of the group before it, which write the same values). Each
@@ -371,8 +371,8 @@ typedef char rt_cl_block_is_whole_vectors[RT_CL_B % RT_VL == 0 ? 1 : -1];
    once inlined), over all C channels, through the epilogue. */
 RT_INLINE void rt_cl_group(const float *restrict xn, const float *restrict wb,
                            const float *restrict bias, const float *restrict rn,
-                           float *restrict yn, int C, int HW, int K, int P, int kb, int p0,
-                           int nt, int act, float lo, float hi)
+                           float *restrict yn, int C, int K, int P, int kb, int p0, int nt,
+                           int act, float lo, float hi)
 {
     RT_ALIGN64 float lanes[RT_CL_B];
     rt_vf acc[RT_CL_NT][RT_CL_V], w[RT_CL_V], b[RT_CL_V];
@@ -381,7 +381,7 @@ RT_INLINE void rt_cl_group(const float *restrict xn, const float *restrict wb,
     RT_UNROLL
     for (j = 0; j < nt; j++)
         for (v = 0; v < RT_CL_V; v++) acc[j][v] = rt_vbcast(0.0f);
-    for (c = 0; c < C; c++, xc += HW, wb += RT_CL_B) {
+    for (c = 0; c < C; c++, xc += P, wb += RT_CL_B) {
 #if RT_VECTOR_EXTENSIONS
         __builtin_prefetch(wb + RT_PF);    /* a hint: past the weights it reads nothing */
 #endif
@@ -413,7 +413,7 @@ RT_INLINE void rt_cl_groups(const float *restrict xn, const float *restrict wb,
     int p0 = 0, last = 0;
     for (; !last; p0 += nt) {
         if (p0 + nt >= P) p0 = P - nt, last = 1;
-        rt_cl_group(xn, wb, bias, rn, yn, C, P, K, P, kb, p0, nt, act, lo, hi);
+        rt_cl_group(xn, wb, bias, rn, yn, C, K, P, kb, p0, nt, act, lo, hi);
     }
 }
 
