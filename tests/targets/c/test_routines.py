@@ -338,7 +338,7 @@ def _window_layers_model() -> onnx.ModelProto:
     odd widths, a 5 x 5 window, asymmetric pads, strides (1, 2), a residual add, Clip, a
     ceil_mode pool; and a stride-1 plane too large to go flat. And depthwise layers of at
     least 16 channels, which go across channels (groups of channels, then the planes left),
-    at batch 1 and 2, strides 1 to 3."""
+    at batch 1 and 2, strides 1 to 3, and max pools of 20 and 17 channels."""
     rng = np.random.default_rng(5)
     inits, nodes, inputs, outputs = [], [], [], []
     layers = [  # C, H, W, R, S, sh, sw, pads, N
@@ -368,8 +368,10 @@ def _window_layers_model() -> onnx.ModelProto:
         outputs.append(helper.make_tensor_value_info(last, TensorProto.FLOAT, None))
     inits += [numpy_helper.from_array(np.float32(-0.5), "lo"),
               numpy_helper.from_array(np.float32(1.0), "hi")]
-    for i, (h, w, sh, ceil) in enumerate([(15, 15, 2, 0), (7, 9, 1, 0), (12, 13, 2, 1)]):
-        inputs.append(helper.make_tensor_value_info(f"xm{i}", TensorProto.FLOAT, [1, 3, h, w]))
+    pools = [(3, 15, 15, 2, 0), (3, 7, 9, 1, 0), (3, 12, 13, 2, 1), (20, 15, 15, 2, 0),
+             (17, 12, 13, 2, 1)]    # C, H, W, stride, ceil_mode (from 16 channels: across)
+    for i, (c, h, w, sh, ceil) in enumerate(pools):
+        inputs.append(helper.make_tensor_value_info(f"xm{i}", TensorProto.FLOAT, [1, c, h, w]))
         nodes.append(helper.make_node("MaxPool", [f"xm{i}"], [f"ym{i}"], kernel_shape=[3, 3],
                                       strides=[sh, sh], pads=[1, 1, 1, 1], ceil_mode=ceil))
         outputs.append(helper.make_tensor_value_info(f"ym{i}", TensorProto.FLOAT, None))
@@ -392,7 +394,7 @@ def test_window_routines_across_channels_flat_and_by_rows_give_the_same_bits(bui
         try:
             calls = [c for k in module.kernels.values() for c in k.program.calls]
             assert sorted(c.routine.name for c in calls) == \
-                ["rt_dwconv_f32"] * 11 + ["rt_maxpool_f32"] * 3, [c.node for c in calls]
+                ["rt_dwconv_f32"] * 11 + ["rt_maxpool_f32"] * 5, [c.node for c in calls]
             outs.append(module.run(x))
         finally:
             module.close()
