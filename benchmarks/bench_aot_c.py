@@ -18,7 +18,9 @@ llvm -mcpu=native). The table also shows the buffered mode (swTVM's buffering, l
 copies in 32 KB of local memory), not in the JSON, and the ratios: c / ort, c / reference,
 float c / int8 c, int8 c / ort int8 and the parallel speedup of c and int8 c. Threads:
 OpenMP's omp_set_num_threads (libgomp is shared by every library in the process),
-onnxruntime's intra_op_num_threads, and the BLAS thread count for the reference.
+onnxruntime's intra_op_num_threads (its threads stop spinning at the end of each run, so that
+they leave the cores to the next measurement: ort_session), and the BLAS thread count for the
+reference.
 
 --interleaved ROUNDS [--threads 1,2]: the four runs at each thread count interleaved in each
 round, each keeping its best round: what a machine shared with other work can still compare

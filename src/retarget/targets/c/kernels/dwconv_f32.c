@@ -227,14 +227,20 @@ RT_INLINE void rt_dw_flat_stage(const float *restrict xp, float *restrict stage,
 
 /* Outputs q0 .. of a flat plane of P from acc: + res, the activation (not for a max pool);
    the plane's last, partial vector through memory, lane by lane. */
+RT_INLINE void rt_dw_store(rt_vf acc, const float *restrict res, float *restrict y, int q0,
+                           int act, float lo, float hi, int max)
+{
+    if (res) acc = rt_vadd(acc, rt_vload(res + q0));
+    rt_vstore(y + q0, max ? acc : rt_vact(acc, act, lo, hi));
+}
+
 RT_INLINE void rt_dw_flat_store(rt_vf acc, const float *restrict res, float *restrict y,
                                 int q0, int P, int act, float lo, float hi, int max)
 {
     RT_ALIGN64 float out[RT_VL];
     int l;
     if (q0 + RT_VL <= P) {
-        if (res) acc = rt_vadd(acc, rt_vload(res + q0));
-        rt_vstore(y + q0, max ? acc : rt_vact(acc, act, lo, hi));
+        rt_dw_store(acc, res, y, q0, act, lo, hi, max);
         return;
     }
     rt_vstore(out, acc);
@@ -468,12 +474,19 @@ RT_INLINE void rt_dw_lanes_group(const float *restrict x, float *restrict stage,
                 rt_dw_lanes_out(stage, at + j, toff, wv, bv, RS, out + j, 1, max);
             for (; j < RT_VL; j++) out[j] = rt_vbcast(0.0f);   /* past the band: not stored */
             rt_vtranspose(out);
-            RT_UNROLL   /* out[] in registers: MobileNet v1's shapes -11 % alone, -2 % in it */
-            for (i = 0; i < RT_VL; i++) {
-                ptrdiff_t o = (ptrdiff_t)i * P;
-                rt_dw_flat_store(out[i], res ? res + o : 0, y + o, q0, oh1 * OW, act, lo, hi,
-                                 max);
-            }
+            if (n == RT_VL) {
+                /* whole vectors, unrolled so that out[] stays in registers: MobileNet v1's
+                   shapes -11 % alone, -2 % in the network */
+                RT_UNROLL
+                for (i = 0; i < RT_VL; i++)
+                    rt_dw_store(out[i], res ? res + (ptrdiff_t)i * P : 0, y + (ptrdiff_t)i * P,
+                                q0, act, lo, hi, max);
+            } else
+                for (i = 0; i < RT_VL; i++) {
+                    ptrdiff_t o = (ptrdiff_t)i * P;
+                    rt_dw_flat_store(out[i], res ? res + o : 0, y + o, q0, oh1 * OW, act, lo,
+                                     hi, max);
+                }
         }
     }
 }
