@@ -225,8 +225,8 @@ RT_INLINE void rt_dw_flat_stage(const float *restrict xp, float *restrict stage,
         }
 }
 
-/* Outputs q0 .. of a flat plane of P from acc: + res, the activation (not for a max pool);
-   the plane's last, partial vector through memory, lane by lane. */
+/* Outputs q0 .. q0 + RT_VL - 1 of a plane from acc: + res, the activation (not for a max
+   pool). */
 RT_INLINE void rt_dw_store(rt_vf acc, const float *restrict res, float *restrict y, int q0,
                            int act, float lo, float hi, int max)
 {
@@ -234,6 +234,8 @@ RT_INLINE void rt_dw_store(rt_vf acc, const float *restrict res, float *restrict
     rt_vstore(y + q0, max ? acc : rt_vact(acc, act, lo, hi));
 }
 
+/* Outputs q0 .. of a flat plane of P from acc, as rt_dw_store; the plane's last, partial
+   vector through memory, lane by lane. */
 RT_INLINE void rt_dw_flat_store(rt_vf acc, const float *restrict res, float *restrict y,
                                 int q0, int P, int act, float lo, float hi, int max)
 {
