@@ -80,15 +80,14 @@ ROUTINES = {
     "rt_pointwise_f32": RoutineSpec("rt_pointwise_f32", "pointwise_f32.c", 12,
                                     ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw",
                                      "K", "OH", "OW")),
-    "rt_pointwise_cl_f32": RoutineSpec("rt_pointwise_cl_f32", "pointwise_f32.c", 16,
-                                       ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw",
-                                        "K", "OH", "OW")),
     "rt_dwconv_f32": RoutineSpec("rt_dwconv_f32", "dwconv_f32.c", 0,
                                  ("N", "C", "H", "W", "pt", "pl", "R", "S", "sh", "sw", "OH",
                                   "OW")),
 }
 ROUTINES["rt_maxpool_f32"] = RoutineSpec("rt_maxpool_f32", "dwconv_f32.c", 0,
                                          ROUTINES["rt_dwconv_f32"].ints)
+ROUTINES["rt_pointwise_cl_f32"] = RoutineSpec("rt_pointwise_cl_f32", "pointwise_f32.c", 16,
+                                              ROUTINES["rt_pointwise_f32"].ints)
 DW_STAGE = 16384          # dwconv_f32.c RT_DW_STAGE: floats of a thread's staged rows
 DW_TAPS = 64              # dwconv_f32.c RT_DW_TAPS: at most R * S taps
 HEADER = "vec.h"
