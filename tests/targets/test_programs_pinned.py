@@ -105,7 +105,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('resnet18', 'nvdla:nv_small'):
         'd6f07d14ef5d86b2268d31a1df09cff6839204da01b2be2c18389969304056d0',
     ('resnet18', 'c'):
-        'df829414e31a6d736fa1da6d1878ca2b653a570fe96717219769d4e808fd485a',
+        '39c6ccfefdae53c5d23669f6a6c9993e1afac64efe84e6d110afd4f03e493902',
     ('resnet18', 'c:buffered'):
         'b00573807be925361b39fefc8c4d247fd9b9cfeccd1a9bdff407eed30271563d',
     ('resnet18', 'c:naive'):
@@ -123,7 +123,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v1', 'nvdla:nv_small'):
         '13c6058849d34e70cfb11637a90e0a6f61d259e1a802be5bb139b726fb9738cc',
     ('mobilenet_v1', 'c'):
-        '116c117bf1693b5e8bf650c48801aff31b7e8adff9d5e2216447ce464da1e4b9',
+        '6416f0e8c82d748433dbb7c6ffa425692d67ed8b307dfb930999c2fa15c25861',
     ('mobilenet_v1', 'c:buffered'):
         '54cd9f9f95c5d6a5670b7eec921a6d4fb75ba5933a94c59f9edd082a479e4f27',
     ('mobilenet_v1', 'c:naive'):
@@ -141,7 +141,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('mobilenet_v2', 'nvdla:nv_small'):
         '0313781bfacc0804bbab23dd7582fca797bc3d3ce32b36887d36b82b2f68132d',
     ('mobilenet_v2', 'c'):
-        '78266138acddb1c09fdacd50c7c5aee8af5c55e592467efd1f0706db7d9b34d8',
+        '42909d255e6899917be0bd87708483cf47aee7c17e08ce031217384ef51cc2e4',
     ('mobilenet_v2', 'c:buffered'):
         'f94d1c9c661a2129d2fad01b8ad90325779e230d8b9ebbbb2de368c05b4bfd56',
     ('mobilenet_v2', 'c:naive'):
@@ -159,7 +159,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('googlenet', 'nvdla:nv_small'):
         '39ad46a998b6211b546e417fbd57020e9113b11bcb5f879feb0bdd0d5de3e285',
     ('googlenet', 'c'):
-        '3a8e53dfb9078f00d74c159781b319a08761a3245b51b4fd93ca6b67621c067e',
+        '631e7696a03488ec48e7834fffbd71e9fe5547e38e7bb6e8df72acc9186cc11c',
     ('googlenet', 'c:buffered'):
         '422a1720d539a7c0da2645f18811ec49de712d0724818cb561636974c2b60a38',
     ('googlenet', 'c:naive'):
@@ -177,7 +177,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('squeezenet', 'nvdla:nv_small'):
         'f0f0a5e9ad5b30830afcde4b17d9dc49fae4378c4820151d05e0860972ed7ad2',
     ('squeezenet', 'c'):
-        '5488ecd68ab12919d12830eb11ffc0874e061b5ede70fae862284f62af474a65',
+        'c00cdd473aca61dc02536774937640c7da5aa682ba281111c2370c3b62629fd1',
     ('squeezenet', 'c:buffered'):
         '541e3e6919e7e89091ea8e294e4f2f0d6c2209a4719ced1a80f8bdbcb288f9c8',
     ('squeezenet', 'c:naive'):
@@ -195,7 +195,7 @@ DIGESTS: dict[tuple[str, str], str] = {
     ('unet', 'nvdla:nv_small'):
         'ca4e29f736db5319d18ae72967871a2159b2489d6d1217df1c09df71e049f12a',
     ('unet', 'c'):
-        '81b701b2e046f753ec88d122a7d355338603a9809645faa324350d7615b30b85',
+        '1901d4e475ff47c73828d246fef20e6254ff918513dda861b2d3d6c751d34178',
     ('unet', 'c:buffered'):
         'e68cc5a35836e3e68ce89b282f8e5eea358e5ccaf54ff7d30c8c16ed06deaa70',
     ('unet', 'c:naive'):

@@ -457,8 +457,7 @@ RT_INLINE void rt_dw_lanes_group(const float *restrict x, float *restrict stage,
         for (i = 0; i < RT_VL; i++) lanes[i] = w[(ptrdiff_t)(c0 + i) * RS + t];
         wv[t] = rt_vload(lanes);
     }
-    for (i = 0; i < RT_VL; i++) lanes[i] = bias ? bias[c0 + i] : 0.0f;
-    if (!max) bv = rt_vload(lanes);
+    if (bias && !max) bv = rt_vload(bias + c0);     /* a whole group: RT_VL channels */
     for (oh0 = 0; oh0 < OH; oh0 += g.band) {
         int oh1 = OH - oh0 < g.band ? OH : oh0 + g.band, oh = oh0, ow = 0;
         rt_dw_lanes_stage(x, (ptrdiff_t)H * W, stage, g, oh0 * sh - pt,
