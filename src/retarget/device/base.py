@@ -54,7 +54,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
@@ -564,8 +563,7 @@ class SimulatedDevice(Device):
             try:
                 if self.handle_arg is not None and self.handle_arg in task.args:
                     self.check_held(task.args[self.handle_arg], f"task '{task.name}'")
-                threads = self.options["blas_threads"]
-                with nullcontext() if threads is None else blas_threads(threads):
+                with blas_threads(self.options["blas_threads"]):
                     counters = self.execute(task)
             except KeyboardInterrupt:
                 # Ctrl-C: the device stays usable; tasks queued after this one are dropped

@@ -58,10 +58,15 @@ def blas_control_available() -> bool:
     return bool(_get_controller())
 
 
+def blas_threads(n: int | None) -> contextlib.AbstractContextManager:
+    """Limit BLAS to `n` threads inside the block (None, or no threadpoolctl: unchanged).
+    None costs nothing: a device that leaves BLAS alone enters this once per task."""
+    return contextlib.nullcontext() if n is None else _limited(n)
+
+
 @contextlib.contextmanager
-def blas_threads(n: int | None) -> Iterator[None]:
-    """Limit BLAS to `n` threads inside the block (None, or no threadpoolctl: unchanged)."""
-    controller = _get_controller() if n is not None else None
+def _limited(n: int) -> Iterator[None]:
+    controller = _get_controller()
     if not controller:
         yield
         return
